@@ -1,0 +1,98 @@
+//! The disk seam: fixed-size, pre-allocated segments with positional writes,
+//! zero-copy reads and range sync, plus atomic small-file replace for
+//! metadata. Production maps files (`MmapDisk`); simulations use `SimDisk`.
+//! Invariant: a range is durable only after `Segment::sync` covering it
+//! returned `Ok`; an `Err` leaves the range's state unknown.
+
+use std::future::Future;
+use std::io;
+
+use bytes::Bytes;
+
+/// One pre-allocated, fixed-size file (a CommitLog or ConsumeQueue segment).
+///
+/// Writes land in the page cache (the mapping); they survive a process crash
+/// but not a power loss until a `sync` covering them has completed.
+pub trait Segment: Send + Sync + 'static {
+    /// Fixed size in bytes, chosen at creation; never changes.
+    fn len(&self) -> u64;
+
+    /// Copies `buf` to `[off, off + buf.len())`. Fails (never panics) when
+    /// the range is outside the segment.
+    fn write_at(&self, off: u64, buf: &[u8]) -> io::Result<()>;
+
+    /// Returns the bytes at `[off, off + len)`. On a mapped file this is a
+    /// zero-copy view of the mapping, kept alive by the returned `Bytes`.
+    fn slice(&self, off: u64, len: usize) -> io::Result<Bytes>;
+
+    /// Makes `[off, off + len)` durable (msync / fdatasync). An `Err` means
+    /// the range's durable state is unknown: callers must fence themselves,
+    /// never retry and acknowledge (fsyncgate semantics).
+    fn sync(&self, off: u64, len: u64) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+/// A directory of segments and small metadata files. Paths are relative to
+/// the disk's root and use `/` as separator.
+pub trait Disk: Clone + Send + Sync + 'static {
+    /// The segment type this disk hands out.
+    type Seg: Segment;
+
+    /// Creates a fully allocated, zero-filled segment of `len` bytes whose
+    /// directory entry is durable when this returns. Fails with
+    /// `ErrorKind::StorageFull` when there is no room, and with
+    /// `ErrorKind::AlreadyExists` when the path exists.
+    fn create_segment(&self, path: &str, len: u64) -> io::Result<Self::Seg>;
+
+    /// A hint that `create_segment(path, len)` will be called soon, so a
+    /// production disk can allocate and pre-fault it off the hot path.
+    fn prepare_segment(&self, path: &str, len: u64) {
+        let _ = (path, len);
+    }
+
+    /// Opens an existing segment; `Ok(None)` when it does not exist.
+    fn open_segment(&self, path: &str) -> io::Result<Option<Self::Seg>>;
+
+    /// File names (not paths) directly inside `dir`, sorted; empty when the
+    /// directory does not exist.
+    fn list(&self, dir: &str) -> io::Result<Vec<String>>;
+
+    /// Removes a file durably; removing a missing file is not an error.
+    fn remove(&self, path: &str) -> io::Result<()>;
+
+    /// Replaces a small file atomically and durably: write a temporary file,
+    /// sync it, rename it over `path`, sync the directory. After a crash the
+    /// file holds either the old or the new contents, never a mix.
+    fn replace_atomically(
+        &self,
+        path: &str,
+        data: &[u8],
+    ) -> impl Future<Output = io::Result<()>> + Send;
+
+    /// Reads a whole small file; `Ok(None)` when it does not exist.
+    fn read_small(&self, path: &str) -> io::Result<Option<Vec<u8>>>;
+
+    /// Bytes used and total bytes of the device holding the disk, for
+    /// retention by disk-usage ratio.
+    fn space(&self) -> io::Result<DiskSpace>;
+}
+
+/// Device usage as reported by `Disk::space`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskSpace {
+    /// Bytes in use on the device.
+    pub used_bytes: u64,
+    /// Capacity of the device in bytes.
+    pub total_bytes: u64,
+}
+
+impl DiskSpace {
+    /// Used fraction in `[0, 1]`; a zero-sized device counts as full.
+    pub fn used_ratio(self) -> f64 {
+        if self.total_bytes == 0 {
+            return 1.0;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a ratio needs no exact bytes")]
+        let ratio = self.used_bytes as f64 / self.total_bytes as f64;
+        ratio.clamp(0.0, 1.0)
+    }
+}
