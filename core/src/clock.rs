@@ -48,7 +48,6 @@ impl Clock for SystemClock {
         u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
     }
 
-    #[expect(clippy::disallowed_methods, reason = "the production clock seam")]
     fn monotonic(&self) -> Duration {
         self.origin.elapsed()
     }

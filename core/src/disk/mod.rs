@@ -15,7 +15,7 @@ use bytes::Bytes;
 /// but not a power loss until a `sync` covering them has completed.
 pub trait Segment: Send + Sync + 'static {
     /// Fixed size in bytes, chosen at creation; never changes.
-    fn len(&self) -> u64;
+    fn size_bytes(&self) -> u64;
 
     /// Copies `buf` to `[off, off + buf.len())`. Fails (never panics) when
     /// the range is outside the segment.
