@@ -9,6 +9,13 @@ use std::io;
 
 use bytes::Bytes;
 
+mod sim;
+
+pub use sim::{
+    CrashWeights, SimDisk, SimDiskConfig, SimDiskStats, SimSegment, SyncDelay, PAGE_BYTES,
+    SECTOR_BYTES,
+};
+
 /// One pre-allocated, fixed-size file (a CommitLog or ConsumeQueue segment).
 ///
 /// Writes land in the page cache (the mapping); they survive a process crash
