@@ -1,0 +1,556 @@
+//! The stored-message record (RocketMQ V1 layout, big-endian) and the
+//! end-of-segment blank. Invariant: `encode_into` writes exactly
+//! `encoded_len` bytes, and `StoredRecord::decode` accepts only records whose
+//! TOTALSIZE equals the sum of their fields and whose body CRC matches.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use bytes::{BufMut, Bytes};
+
+/// Magic code of a V1 stored message (`0xDAA320A7`).
+pub const MAGIC_V1: i32 = i32::from_be_bytes([0xDA, 0xA3, 0x20, 0xA7]);
+/// Magic code of a 5.x V2 stored message (2-byte topic length); never written, rejected on read.
+pub const MAGIC_V2: i32 = i32::from_be_bytes([0xDA, 0xA3, 0x20, 0xAB]);
+/// Magic code of the end-of-segment blank (`0xCBD43194`).
+pub const BLANK_MAGIC: i32 = i32::from_be_bytes([0xCB, 0xD4, 0x31, 0x94]);
+/// Default store limit on a message body (4 MiB); the broker enforces it, the codec does not.
+pub const BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Largest encoded properties string (it has an i16 length).
+pub const PROPERTIES_BYTES_MAX: usize = 32_767;
+/// Largest topic in a V1 record (it has a u8 length).
+pub const TOPIC_BYTES_MAX: usize = 255;
+/// Largest record the codec writes or accepts (TOTALSIZE is a positive i32).
+pub const RECORD_BYTES_MAX: usize = 0x7FFF_FFFF;
+/// Size of a record with IPv4 hosts and an empty body, topic and properties.
+pub const RECORD_BYTES_MIN: usize =
+    FIXED_BYTES_BEFORE_HOSTS + 2 * HOST_V4_BYTES + FIXED_BYTES_AFTER_HOSTS;
+/// Size of the end-of-segment blank header (`i32 remaining | i32 BLANK_MAGIC`).
+pub const BLANK_HEAD_BYTES: usize = 8;
+
+const HOST_V4_BYTES: usize = 8;
+const HOST_V6_BYTES: usize = 20;
+/// TOTALSIZE..BORNTIMESTAMP plus STORETIMESTAMP.
+const FIXED_BYTES_BEFORE_HOSTS: usize = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8;
+/// RECONSUMETIMES, PREPARED TX OFFSET and the three length prefixes.
+const FIXED_BYTES_AFTER_HOSTS: usize = 4 + 8 + 4 + 1 + 2;
+
+/// Byte positions of the fixed-position fields of a stored record.
+pub mod layout {
+    /// `i32` TOTALSIZE.
+    pub const TOTAL_SIZE: usize = 0;
+    /// `i32` MAGICCODE.
+    pub const MAGIC: usize = 4;
+    /// `i32` BODYCRC.
+    pub const BODY_CRC: usize = 8;
+    /// `i32` QUEUEID.
+    pub const QUEUE_ID: usize = 12;
+    /// `i32` FLAG.
+    pub const FLAG: usize = 16;
+    /// `i64` QUEUEOFFSET.
+    pub const QUEUE_OFFSET: usize = 20;
+    /// `i64` PHYSICALOFFSET.
+    pub const PHYS_OFFSET: usize = 28;
+    /// `i32` SYSFLAG.
+    pub const SYS_FLAG: usize = 36;
+    /// `i64` BORNTIMESTAMP.
+    pub const BORN_TIMESTAMP: usize = 40;
+    /// BORNHOST (8 or 20 bytes).
+    pub const BORN_HOST: usize = 48;
+    /// `i64` STORETIMESTAMP when BORNHOST is IPv4; see [`super::store_timestamp_pos`].
+    pub const STORE_TIMESTAMP_V4: usize = 56;
+}
+
+/// SYSFLAG bits.
+pub mod sys_flag {
+    /// The stored body is compressed.
+    pub const COMPRESSED: i32 = 0x1;
+    /// TAGS holds several tags.
+    pub const MULTI_TAGS: i32 = 0x2;
+    /// Mask of the transaction type bits.
+    pub const TRANSACTION_MASK: i32 = 0xC;
+    /// Not a transactional message.
+    pub const TRANSACTION_NOT: i32 = 0;
+    /// A prepared (half) transactional message.
+    pub const TRANSACTION_PREPARED: i32 = 0x4;
+    /// A committed transactional message.
+    pub const TRANSACTION_COMMIT: i32 = 0x8;
+    /// A rolled-back transactional message.
+    pub const TRANSACTION_ROLLBACK: i32 = 0xC;
+    /// BORNHOST is IPv6 (20 bytes).
+    pub const BORNHOST_V6: i32 = 0x10;
+    /// STOREHOST is IPv6 (20 bytes).
+    pub const STOREHOST_V6: i32 = 0x20;
+}
+
+/// Why bytes could not be decoded. Callers branch on the variant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The input ends before the item does; more bytes may complete it.
+    #[error("incomplete: need {needed} bytes, have {have}")]
+    Incomplete {
+        /// Bytes needed from the start of the item.
+        needed: usize,
+        /// Bytes available.
+        have: usize,
+    },
+    /// The bytes can never form a valid item.
+    #[error("corrupt: {reason}")]
+    Corrupt {
+        /// What was wrong.
+        reason: &'static str,
+    },
+}
+
+/// Why a message could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// A field exceeds what its length prefix (or a codec limit) allows.
+    #[error("{field} too large: {len} > {max}")]
+    TooLarge {
+        /// Which field.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The output buffer is not exactly `encoded_len` bytes.
+    #[error("output buffer is {actual} bytes, record needs {expected}")]
+    BufferLength {
+        /// `encoded_len()`.
+        expected: usize,
+        /// The buffer handed in.
+        actual: usize,
+    },
+    /// A property key or value cannot be represented in the properties string.
+    #[error("invalid property: {reason}")]
+    InvalidProperty {
+        /// What was wrong.
+        reason: &'static str,
+    },
+}
+
+pub(crate) const fn corrupt(reason: &'static str) -> DecodeError {
+    DecodeError::Corrupt { reason }
+}
+
+/// What the store is asked to append (the broker has validated it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageInput {
+    /// Topic name (≤ 255 bytes).
+    pub topic: String,
+    /// Queue within the topic.
+    pub queue_id: i32,
+    /// The user flag.
+    pub flag: i32,
+    /// SYSFLAG; the host V6 bits are set from the addresses at encode time.
+    pub sys_flag: i32,
+    /// When the producer created the message.
+    pub born_timestamp_ms: i64,
+    /// The producer's address.
+    pub born_host: SocketAddr,
+    /// The storing broker's address.
+    pub store_host: SocketAddr,
+    /// How many times the message was sent back for reconsumption.
+    pub reconsume_times: i32,
+    /// CommitLog offset of the prepared message (for commit/rollback records).
+    pub prepared_transaction_offset: i64,
+    /// The (possibly compressed) body, stored as is.
+    pub body: Bytes,
+    /// The encoded `k\x01v\x02` properties string.
+    pub properties: Bytes,
+}
+
+/// Fields the store assigns at append time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordStamp {
+    /// Index of the record in its ConsumeQueue.
+    pub queue_offset: i64,
+    /// CommitLog byte offset of the record.
+    pub phys_offset: i64,
+    /// When the store appended it.
+    pub store_timestamp_ms: i64,
+}
+
+/// Encoded size of a host address.
+const fn host_bytes(addr: &SocketAddr) -> usize {
+    match addr {
+        SocketAddr::V4(_) => HOST_V4_BYTES,
+        SocketAddr::V6(_) => HOST_V6_BYTES,
+    }
+}
+
+fn check_len(field: &'static str, len: usize, max: usize) -> Result<(), EncodeError> {
+    if len > max {
+        return Err(EncodeError::TooLarge { field, len, max });
+    }
+    Ok(())
+}
+
+impl MessageInput {
+    /// SYSFLAG as written: the input's flags with the host V6 bits taken from the addresses.
+    pub fn effective_sys_flag(&self) -> i32 {
+        let mut flag = self.sys_flag & !(sys_flag::BORNHOST_V6 | sys_flag::STOREHOST_V6);
+        if self.born_host.is_ipv6() {
+            flag |= sys_flag::BORNHOST_V6;
+        }
+        if self.store_host.is_ipv6() {
+            flag |= sys_flag::STOREHOST_V6;
+        }
+        flag
+    }
+
+    /// Size of the encoded record; errors when a field exceeds its length prefix.
+    pub fn encoded_len(&self) -> Result<usize, EncodeError> {
+        check_len("topic", self.topic.len(), TOPIC_BYTES_MAX)?;
+        check_len("properties", self.properties.len(), PROPERTIES_BYTES_MAX)?;
+        check_len("body", self.body.len(), RECORD_BYTES_MAX)?;
+        // Each term is bounded above, so the sum cannot overflow a usize.
+        let len = FIXED_BYTES_BEFORE_HOSTS
+            + host_bytes(&self.born_host)
+            + host_bytes(&self.store_host)
+            + FIXED_BYTES_AFTER_HOSTS
+            + self.body.len()
+            + self.topic.len()
+            + self.properties.len();
+        check_len("record", len, RECORD_BYTES_MAX)?;
+        Ok(len)
+    }
+
+    /// Writes the record into `out`, which must be exactly `encoded_len()` bytes.
+    /// BODYCRC is `crc32(body) & 0x7FFFFFFF`.
+    pub fn encode_into(&self, stamp: &RecordStamp, out: &mut [u8]) -> Result<(), EncodeError> {
+        let expected = self.encoded_len()?;
+        if out.len() != expected {
+            return Err(EncodeError::BufferLength {
+                expected,
+                actual: out.len(),
+            });
+        }
+        let total_size = i32::try_from(expected).expect("invariant: checked ≤ RECORD_BYTES_MAX");
+        let body_len =
+            i32::try_from(self.body.len()).expect("invariant: checked ≤ RECORD_BYTES_MAX");
+        let topic_len = u8::try_from(self.topic.len()).expect("invariant: checked ≤ 255");
+        let props_len = i16::try_from(self.properties.len())
+            .expect("invariant: checked ≤ PROPERTIES_BYTES_MAX");
+
+        // `out` has exactly the room the puts below need, so BufMut never runs out.
+        let mut w: &mut [u8] = out;
+        w.put_i32(total_size);
+        w.put_i32(MAGIC_V1);
+        w.put_u32(body_crc(&self.body));
+        w.put_i32(self.queue_id);
+        w.put_i32(self.flag);
+        w.put_i64(stamp.queue_offset);
+        w.put_i64(stamp.phys_offset);
+        w.put_i32(self.effective_sys_flag());
+        w.put_i64(self.born_timestamp_ms);
+        put_host(&mut w, &self.born_host);
+        w.put_i64(stamp.store_timestamp_ms);
+        put_host(&mut w, &self.store_host);
+        w.put_i32(self.reconsume_times);
+        w.put_i64(self.prepared_transaction_offset);
+        w.put_i32(body_len);
+        w.put_slice(&self.body);
+        w.put_u8(topic_len);
+        w.put_slice(self.topic.as_bytes());
+        w.put_i16(props_len);
+        w.put_slice(&self.properties);
+        debug_assert!(w.is_empty(), "encoded_len and encode_into disagree");
+        Ok(())
+    }
+
+    /// Encodes into a fresh buffer.
+    pub fn encode_to_vec(&self, stamp: &RecordStamp) -> Result<Vec<u8>, EncodeError> {
+        let mut out = vec![0; self.encoded_len()?];
+        self.encode_into(stamp, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// The stored body CRC: `crc32(body) & 0x7FFFFFFF`.
+pub fn body_crc(body: &[u8]) -> u32 {
+    crc32fast::hash(body) & 0x7FFF_FFFF
+}
+
+fn put_host(w: &mut impl BufMut, addr: &SocketAddr) {
+    match addr.ip() {
+        IpAddr::V4(ip) => w.put_slice(&ip.octets()),
+        IpAddr::V6(ip) => w.put_slice(&ip.octets()),
+    }
+    w.put_i32(i32::from(addr.port()));
+}
+
+/// A decoded stored record; `body` and `properties` are zero-copy slices of the input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRecord {
+    /// TOTALSIZE.
+    pub total_size: u32,
+    /// BODYCRC.
+    pub body_crc: u32,
+    /// QUEUEID.
+    pub queue_id: i32,
+    /// FLAG.
+    pub flag: i32,
+    /// QUEUEOFFSET.
+    pub queue_offset: i64,
+    /// PHYSICALOFFSET.
+    pub phys_offset: i64,
+    /// SYSFLAG.
+    pub sys_flag: i32,
+    /// BORNTIMESTAMP.
+    pub born_timestamp_ms: i64,
+    /// BORNHOST.
+    pub born_host: SocketAddr,
+    /// STORETIMESTAMP.
+    pub store_timestamp_ms: i64,
+    /// STOREHOST.
+    pub store_host: SocketAddr,
+    /// RECONSUMETIMES.
+    pub reconsume_times: i32,
+    /// PREPARED TRANSACTION OFFSET.
+    pub prepared_transaction_offset: i64,
+    /// BODY.
+    pub body: Bytes,
+    /// TOPIC.
+    pub topic: String,
+    /// PROPERTIES (the encoded string).
+    pub properties: Bytes,
+}
+
+/// A bounds-checked big-endian reader over one record.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .ok_or(corrupt("field length overflows"))?;
+        let bytes = self
+            .buf
+            .get(self.pos..end)
+            .ok_or(corrupt("field overruns total size"))?;
+        self.pos = end;
+        Ok(bytes)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let bytes = self.take(N)?;
+        Ok(bytes.try_into().expect("invariant: take returns N bytes"))
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(u8::from_be_bytes(self.array()?))
+    }
+
+    fn i16(&mut self) -> Result<i16, DecodeError> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    fn host(&mut self, v6: bool) -> Result<SocketAddr, DecodeError> {
+        let ip = if v6 {
+            IpAddr::V6(Ipv6Addr::from(self.array::<16>()?))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(self.array::<4>()?))
+        };
+        let port = u16::try_from(self.i32()?).map_err(|_| corrupt("host port out of range"))?;
+        Ok(SocketAddr::new(ip, port))
+    }
+
+    /// A length-prefixed slice, returned as a range into `buf`.
+    fn range(&mut self, len: usize) -> Result<std::ops::Range<usize>, DecodeError> {
+        let start = self.pos;
+        self.take(len)?;
+        Ok(start..self.pos)
+    }
+}
+
+fn read_i32_at(buf: &[u8], pos: usize) -> Result<i32, DecodeError> {
+    let end = pos + 4;
+    let bytes = buf.get(pos..end).ok_or(DecodeError::Incomplete {
+        needed: end,
+        have: buf.len(),
+    })?;
+    Ok(i32::from_be_bytes(
+        bytes.try_into().expect("invariant: 4 bytes"),
+    ))
+}
+
+fn read_i64_at(buf: &[u8], pos: usize) -> Result<i64, DecodeError> {
+    let end = pos + 8;
+    let bytes = buf.get(pos..end).ok_or(DecodeError::Incomplete {
+        needed: end,
+        have: buf.len(),
+    })?;
+    Ok(i64::from_be_bytes(
+        bytes.try_into().expect("invariant: 8 bytes"),
+    ))
+}
+
+/// Checks the 8-byte head of a message record and returns its TOTALSIZE.
+fn message_total_size(buf: &[u8]) -> Result<usize, DecodeError> {
+    match peek_head(buf)? {
+        RecordHead::Message { total_size } => {
+            Ok(usize::try_from(total_size).expect("invariant: u32 fits usize"))
+        }
+        RecordHead::Blank { .. } => Err(corrupt("blank record where a message was expected")),
+    }
+}
+
+impl StoredRecord {
+    /// Decodes the record at the start of `buf` (which may extend past it).
+    /// Verifies the magic, that TOTALSIZE matches the fields, and the body CRC.
+    pub fn decode(buf: &Bytes) -> Result<StoredRecord, DecodeError> {
+        let record = Self::decode_unchecked_crc(buf)?;
+        if body_crc(&record.body) != record.body_crc {
+            return Err(corrupt("body crc mismatch"));
+        }
+        Ok(record)
+    }
+
+    /// Like [`StoredRecord::decode`] but skips the body CRC check (for trusted
+    /// bytes already verified, e.g. re-reading what recovery checked).
+    pub fn decode_unchecked_crc(buf: &Bytes) -> Result<StoredRecord, DecodeError> {
+        let total = message_total_size(buf)?;
+        let record = buf.get(..total).ok_or(DecodeError::Incomplete {
+            needed: total,
+            have: buf.len(),
+        })?;
+        let mut r = Reader {
+            buf: record,
+            pos: layout::BODY_CRC,
+        };
+        let body_crc = u32::from_be_bytes(r.array()?);
+        let queue_id = r.i32()?;
+        let flag = r.i32()?;
+        let queue_offset = r.i64()?;
+        let phys_offset = r.i64()?;
+        let sys_flag = r.i32()?;
+        let born_timestamp_ms = r.i64()?;
+        let born_host = r.host(sys_flag & sys_flag::BORNHOST_V6 != 0)?;
+        let store_timestamp_ms = r.i64()?;
+        let store_host = r.host(sys_flag & sys_flag::STOREHOST_V6 != 0)?;
+        let reconsume_times = r.i32()?;
+        let prepared_transaction_offset = r.i64()?;
+        let body_len = usize::try_from(r.i32()?).map_err(|_| corrupt("negative body length"))?;
+        let body = r.range(body_len)?;
+        let topic_len = usize::from(r.u8()?);
+        let topic = std::str::from_utf8(r.take(topic_len)?)
+            .map_err(|_| corrupt("topic is not utf-8"))?
+            .to_owned();
+        let props_len =
+            usize::try_from(r.i16()?).map_err(|_| corrupt("negative properties length"))?;
+        let properties = r.range(props_len)?;
+        if r.pos != total {
+            return Err(corrupt("total size does not match fields"));
+        }
+        Ok(StoredRecord {
+            total_size: u32::try_from(total).expect("invariant: peek_head bounds total size"),
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sys_flag,
+            born_timestamp_ms,
+            born_host,
+            store_timestamp_ms,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            body: buf.slice(body),
+            topic,
+            properties: buf.slice(properties),
+        })
+    }
+
+    /// The transaction type bits of SYSFLAG.
+    pub fn transaction_type(&self) -> i32 {
+        self.sys_flag & sys_flag::TRANSACTION_MASK
+    }
+}
+
+/// The first 8 bytes of what sits at a CommitLog position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordHead {
+    /// A stored message of `total_size` bytes.
+    Message {
+        /// TOTALSIZE, within `RECORD_BYTES_MIN..=RECORD_BYTES_MAX`.
+        total_size: u32,
+    },
+    /// The end-of-segment blank; `remaining` bytes (including these 8) to the segment end.
+    Blank {
+        /// Bytes from this position to the end of the segment.
+        remaining: u32,
+    },
+}
+
+/// Reads the size and magic at the start of `buf`. Corrupt on an unknown
+/// magic or a size no valid record or blank can have.
+pub fn peek_head(buf: &[u8]) -> Result<RecordHead, DecodeError> {
+    let size = read_i32_at(buf, layout::TOTAL_SIZE)?;
+    let magic = read_i32_at(buf, layout::MAGIC)?;
+    let size = usize::try_from(size).map_err(|_| corrupt("negative record size"))?;
+    let size_u32 = u32::try_from(size).expect("invariant: from a non-negative i32");
+    match magic {
+        MAGIC_V1 if size >= RECORD_BYTES_MIN => Ok(RecordHead::Message {
+            total_size: size_u32,
+        }),
+        MAGIC_V1 => Err(corrupt("record size below minimum")),
+        BLANK_MAGIC if size >= BLANK_HEAD_BYTES => Ok(RecordHead::Blank {
+            remaining: size_u32,
+        }),
+        BLANK_MAGIC => Err(corrupt("blank size below 8")),
+        MAGIC_V2 => Err(corrupt("v2 magic is not supported")),
+        _ => Err(corrupt("unknown magic")),
+    }
+}
+
+/// The end-of-segment blank: `i32 remaining | i32 BLANK_MAGIC`. `remaining`
+/// counts from this position to the segment end, these 8 bytes included.
+pub fn encode_blank(remaining: u32) -> [u8; 8] {
+    let mut out = [0; 8];
+    out[..4].copy_from_slice(&remaining.to_be_bytes());
+    out[4..].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
+    out
+}
+
+/// PHYSICALOFFSET of the record at the start of `buf` (for recovery checks).
+pub fn stored_phys_offset(buf: &[u8]) -> Result<i64, DecodeError> {
+    message_total_size(buf)?;
+    read_i64_at(buf, layout::PHYS_OFFSET)
+}
+
+/// QUEUEOFFSET of the record at the start of `buf`.
+pub fn stored_queue_offset(buf: &[u8]) -> Result<i64, DecodeError> {
+    message_total_size(buf)?;
+    read_i64_at(buf, layout::QUEUE_OFFSET)
+}
+
+/// Position of STORETIMESTAMP, which follows the 8- or 20-byte BORNHOST.
+pub fn store_timestamp_pos(sys_flag: i32) -> usize {
+    if sys_flag & sys_flag::BORNHOST_V6 == 0 {
+        layout::BORN_HOST + HOST_V4_BYTES
+    } else {
+        layout::BORN_HOST + HOST_V6_BYTES
+    }
+}
+
+/// STORETIMESTAMP of the record at the start of `buf` (recovery picks its start file by it).
+pub fn stored_store_timestamp_ms(buf: &[u8]) -> Result<i64, DecodeError> {
+    message_total_size(buf)?;
+    let sys_flag = read_i32_at(buf, layout::SYS_FLAG)?;
+    read_i64_at(buf, store_timestamp_pos(sys_flag))
+}
