@@ -8,10 +8,16 @@ use std::sync::Arc;
 
 use pollster::block_on;
 use sluice_core::disk::{
-    CrashWeights, Disk, Segment, SimDisk, SimDiskConfig, PAGE_BYTES, SECTOR_BYTES,
+    CrashWeights, Disk, MmapDisk, Segment, SimDisk, SimDiskConfig, PAGE_BYTES, SECTOR_BYTES,
 };
 
 const SEG_BYTES: u64 = 4 * PAGE_BYTES;
+
+fn mmap_disk() -> (tempfile::TempDir, MmapDisk) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = MmapDisk::new(dir.path().join("root")).expect("mmap disk");
+    (dir, disk)
+}
 
 fn write_slice_round_trip<D: Disk>(disk: &D) {
     let seg = disk.create_segment("log/00000", SEG_BYTES).expect("create");
@@ -149,6 +155,12 @@ fn conformance<D: Disk>(disk: &D) {
     reopen_sees_written_data(disk);
     prepared_segment_is_created(disk);
     space_counts_segments(disk);
+}
+
+#[test]
+fn mmap_disk_conforms() {
+    let (_dir, disk) = mmap_disk();
+    conformance(&disk);
 }
 
 #[test]

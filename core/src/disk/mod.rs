@@ -9,7 +9,10 @@ use std::io;
 
 use bytes::Bytes;
 
+mod mmap;
 mod sim;
+
+pub use mmap::{MmapDisk, MmapSegment, SMALL_FILE_BYTES_MAX};
 
 pub use sim::{
     CrashWeights, SimDisk, SimDiskConfig, SimDiskStats, SimSegment, SyncDelay, PAGE_BYTES,

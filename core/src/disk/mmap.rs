@@ -1,0 +1,658 @@
+//! `MmapDisk`: the production disk. Segments are fully allocated
+//! (`posix_fallocate`), pre-faulted, memory-mapped files; reads are zero-copy
+//! views of the mapping and `sync` is an msync run on a dedicated thread.
+//! Invariant: a segment's name is visible only once the file is fully allocated.
+#![allow(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread;
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use memmap2::{MmapOptions, MmapRaw};
+
+use super::{Disk, DiskSpace, Segment};
+
+/// Largest file `read_small` will load; a limit checked before allocating.
+pub const SMALL_FILE_BYTES_MAX: u64 = 64 << 20;
+
+/// Hidden name prefix of a segment being allocated by `prepare_segment`.
+const PREP_PREFIX: &str = ".prep-";
+/// Hidden name prefix of a segment being allocated by `create_segment`.
+const NEW_PREFIX: &str = ".new-";
+/// Hidden name prefix of a metadata file being replaced.
+const TMP_PREFIX: &str = ".tmp-";
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// State of a segment handed to the allocator thread.
+enum Prep {
+    Pending,
+    Ready { len: u64, map: MmapRaw },
+    Failed,
+}
+
+/// Preparations by relative path, with a condvar signalled when one ends.
+#[derive(Default)]
+struct Preps {
+    map: Mutex<BTreeMap<String, Prep>>,
+    done: Condvar,
+}
+
+impl Preps {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Prep>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn finish(&self, path: String, prep: Prep) {
+        self.lock().insert(path, prep);
+        self.done.notify_all();
+    }
+
+    /// Takes the finished preparation for `path`, waiting if it is still
+    /// being allocated: the work is half done, redoing it would be slower.
+    fn take(&self, path: &str) -> Option<Prep> {
+        let mut map = self.lock();
+        while matches!(map.get(path), Some(Prep::Pending)) {
+            map = self.done.wait(map).unwrap_or_else(PoisonError::into_inner);
+        }
+        map.remove(path)
+    }
+}
+
+/// Marks a preparation failed unless its job took the key to finish it.
+struct PrepGuard {
+    preps: Arc<Preps>,
+    key: Option<String>,
+}
+
+impl Drop for PrepGuard {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.preps.finish(key, Prep::Failed);
+        }
+    }
+}
+
+struct Inner {
+    root: PathBuf,
+    sync_jobs: mpsc::Sender<Job>,
+    alloc_jobs: mpsc::Sender<Job>,
+    preps: Arc<Preps>,
+}
+
+impl Drop for Inner {
+    /// Deletes prepared segments nobody claimed. Leftovers from a crash stay
+    /// hidden and are replaced when the same path is prepared again.
+    fn drop(&mut self) {
+        for (path, prep) in std::mem::take(&mut *self.preps.lock()) {
+            if let Prep::Ready { .. } = prep {
+                let _ = fs::remove_file(hidden(&self.root.join(path), PREP_PREFIX));
+            }
+        }
+    }
+}
+
+/// The production disk: memory-mapped segment files under one root
+/// directory. Clones share the root, the sync thread and the allocator.
+#[derive(Clone)]
+pub struct MmapDisk {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for MmapDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmapDisk")
+            .field("root", &self.inner.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MmapDisk {
+    /// Opens (creating if needed) the disk rooted at `root`, and starts its
+    /// sync and allocator threads; they exit when the last clone and the
+    /// last segment are dropped.
+    pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
+        let root = root.into();
+        fs::create_dir_all(&root)?;
+        let sync_jobs = start_worker("sluice-disk-sync")?;
+        let alloc_jobs = start_worker("sluice-disk-alloc")?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root,
+                sync_jobs,
+                alloc_jobs,
+                preps: Arc::new(Preps::default()),
+            }),
+        })
+    }
+
+    /// The root directory all paths are relative to.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    fn abs(&self, path: &str) -> io::Result<PathBuf> {
+        check_path(path)?;
+        Ok(self.inner.root.join(path))
+    }
+
+    /// Runs `job` on the sync thread and awaits its result.
+    async fn on_sync_thread<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> io::Result<T> + Send + 'static,
+    ) -> io::Result<T> {
+        run_on(&self.inner.sync_jobs, job).await
+    }
+
+    fn segment(&self, path: PathBuf, map: MmapRaw) -> MmapSegment {
+        MmapSegment {
+            size_bytes: map.len() as u64,
+            map: Arc::new(map),
+            path,
+            sync_jobs: self.inner.sync_jobs.clone(),
+        }
+    }
+}
+
+/// The one place the production disk starts threads. clippy.toml bans
+/// `std::thread::spawn` for determinism; `Builder::spawn` is used for the
+/// thread name and the `io::Result`, and this disk never runs in simulation.
+fn start_worker(name: &str) -> io::Result<mpsc::Sender<Job>> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            // Ends when every sender (the disk and its segments) is dropped.
+            while let Ok(job) = rx.recv() {
+                job();
+            }
+        })?;
+    Ok(tx)
+}
+
+async fn run_on<T: Send + 'static>(
+    jobs: &mpsc::Sender<Job>,
+    job: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let (tx, rx) = oneshot::channel();
+    jobs.send(Box::new(move || {
+        // The receiver may be gone (caller dropped the future); then nobody
+        // wants the result.
+        let _ = tx.send(job());
+    }))
+    .map_err(|_| io::Error::other("disk worker thread has stopped"))?;
+    rx.await
+        .map_err(|_| io::Error::other("disk worker thread dropped the request"))?
+}
+
+impl Disk for MmapDisk {
+    type Seg = MmapSegment;
+
+    fn create_segment(&self, path: &str, len: u64) -> io::Result<MmapSegment> {
+        let abs = self.abs(path)?;
+        let map_len = check_len(len)?;
+        if abs.symlink_metadata().is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{path} exists"),
+            ));
+        }
+        let dir = parent(&abs);
+        ensure_dir(&self.inner.root, dir)?;
+        let prepared = match self.inner.preps.take(path) {
+            Some(Prep::Ready { len: ready, map }) if ready == len => Some(map),
+            Some(Prep::Ready { .. }) => {
+                remove_if_exists(&hidden(&abs, PREP_PREFIX))?;
+                None
+            }
+            Some(Prep::Pending | Prep::Failed) | None => None,
+        };
+        let (tmp, map) = if let Some(map) = prepared {
+            (hidden(&abs, PREP_PREFIX), map)
+        } else {
+            let tmp = hidden(&abs, NEW_PREFIX);
+            remove_if_exists(&tmp)?;
+            let map = allocate(&tmp, len, map_len)?;
+            (tmp, map)
+        };
+        // `hard_link` refuses to replace an existing name, unlike `rename`,
+        // so a racing creator gets AlreadyExists instead of a lost segment.
+        let linked = fs::hard_link(&tmp, &abs);
+        remove_if_exists(&tmp)?;
+        linked?;
+        sync_dir(dir)?;
+        Ok(self.segment(abs, map))
+    }
+
+    fn prepare_segment(&self, path: &str, len: u64) {
+        let (Ok(abs), Ok(map_len)) = (self.abs(path), check_len(len)) else {
+            tracing::warn!(
+                path,
+                len,
+                "ignoring prepare_segment with a bad path or size"
+            );
+            return;
+        };
+        {
+            let mut preps = self.inner.preps.lock();
+            if preps.contains_key(path) || abs.symlink_metadata().is_ok() {
+                return;
+            }
+            preps.insert(path.to_owned(), Prep::Pending);
+        }
+        // If the job panics, or is dropped unrun because the allocator
+        // stopped, the guard marks the preparation failed so that
+        // `create_segment` never waits forever.
+        let guard = PrepGuard {
+            preps: Arc::clone(&self.inner.preps),
+            key: Some(path.to_owned()),
+        };
+        let root = self.inner.root.clone();
+        let job = move || {
+            let mut guard = guard;
+            let tmp = hidden(&abs, PREP_PREFIX);
+            let result = ensure_dir(&root, parent(&abs))
+                .and_then(|()| remove_if_exists(&tmp))
+                .and_then(|()| allocate(&tmp, len, map_len));
+            let key = guard.key.take().expect("invariant: the job runs once");
+            match result {
+                Ok(map) => guard.preps.finish(key, Prep::Ready { len, map }),
+                Err(err) => {
+                    tracing::warn!(path = %key, %err, "segment preparation failed");
+                    guard.preps.finish(key, Prep::Failed);
+                }
+            }
+        };
+        // A failed send drops the job, and its guard marks it failed.
+        let _ = self.inner.alloc_jobs.send(Box::new(job));
+    }
+
+    fn open_segment(&self, path: &str) -> io::Result<Option<MmapSegment>> {
+        let abs = self.abs(path)?;
+        let file = match OpenOptions::new().read(true).write(true).open(&abs) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let len = file.metadata()?.len();
+        let map_len = check_len(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{path} is empty")))?;
+        let map = MmapOptions::new().len(map_len).map_raw(&file)?;
+        Ok(Some(self.segment(abs, map)))
+    }
+
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let dir = dir.trim_end_matches('/');
+        let abs = if dir.is_empty() {
+            self.inner.root.clone()
+        } else {
+            self.abs(dir)?
+        };
+        let entries = match fs::read_dir(&abs) {
+            Ok(entries) => entries,
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(Vec::new())
+            }
+            Err(err) => return Err(err),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let name = entry?.file_name();
+            match name.into_string() {
+                Ok(name) if !name.starts_with('.') => names.push(name),
+                Ok(_) => {}
+                Err(name) => tracing::warn!(?name, "skipping a file name that is not UTF-8"),
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn remove(&self, path: &str) -> io::Result<()> {
+        let abs = self.abs(path)?;
+        match fs::remove_file(&abs) {
+            Ok(()) => sync_dir(parent(&abs)),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn replace_atomically(&self, path: &str, data: &[u8]) -> io::Result<()> {
+        let abs = self.abs(path)?;
+        let root = self.inner.root.clone();
+        let data = data.to_vec();
+        self.on_sync_thread(move || {
+            let dir = parent(&abs);
+            ensure_dir(&root, dir)?;
+            let tmp = hidden(&abs, TMP_PREFIX);
+            let mut file = File::create(&tmp)?;
+            file.write_all(&data)?;
+            file.sync_all()?;
+            drop(file);
+            fs::rename(&tmp, &abs)?;
+            sync_dir(dir)
+        })
+        .await
+    }
+
+    fn read_small(&self, path: &str) -> io::Result<Option<Vec<u8>>> {
+        let abs = self.abs(path)?;
+        let mut file = match File::open(&abs) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let len = file.metadata()?.len();
+        if len > SMALL_FILE_BYTES_MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path} has {len} bytes, over {SMALL_FILE_BYTES_MAX}"),
+            ));
+        }
+        let mut data = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        io::Read::read_to_end(&mut file, &mut data)?;
+        Ok(Some(data))
+    }
+
+    fn space(&self) -> io::Result<DiskSpace> {
+        let path = CString::new(self.inner.root.as_os_str().as_bytes())
+            .map_err(|_| invalid("root path contains a NUL byte".to_owned()))?;
+        let mut stat = MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: `path` is a valid NUL-terminated string and `stat` points
+        // to writable memory of the right type for the duration of the call.
+        let rc = unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: statvfs returned 0, so it initialised the whole struct.
+        // Its counters are u64 on the 64-bit Linux targets we support.
+        let stat = unsafe { stat.assume_init() };
+        let block = stat.f_frsize;
+        let total_bytes = stat.f_blocks.saturating_mul(block);
+        let free_bytes = stat.f_bfree.saturating_mul(block);
+        Ok(DiskSpace {
+            used_bytes: total_bytes.saturating_sub(free_bytes),
+            total_bytes,
+        })
+    }
+}
+
+/// A mapped segment file. Clones are cheap and share the mapping.
+///
+/// Contract (as for any shared mapping): never `write_at` a range while a
+/// `slice` of it is alive; the store appends above its committed position
+/// and hands out slices only below it. Never truncate the file while mapped.
+#[derive(Clone)]
+pub struct MmapSegment {
+    map: Arc<MmapRaw>,
+    size_bytes: u64,
+    path: PathBuf,
+    sync_jobs: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for MmapSegment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmapSegment")
+            .field("path", &self.path)
+            .field("size_bytes", &self.size_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MmapSegment {
+    /// Checks `[off, off + len)` lies inside the mapping and returns `off`
+    /// and `len` as `usize`.
+    fn range(&self, off: u64, len: u64) -> io::Result<(usize, usize)> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.size_bytes => {
+                // The mapping is `size_bytes` long in memory, so both fit.
+                let off = usize::try_from(off).expect("invariant: offset inside a mapping");
+                let len = usize::try_from(len).expect("invariant: length inside a mapping");
+                Ok((off, len))
+            }
+            _ => Err(invalid(format!(
+                "range {off}+{len} outside {} of {} bytes",
+                self.path.display(),
+                self.size_bytes
+            ))),
+        }
+    }
+}
+
+/// Owner of a zero-copy view: keeps the mapping alive for the `Bytes`.
+struct MapView {
+    map: Arc<MmapRaw>,
+    off: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for MapView {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `off + len <= map.len()` was checked when the view was
+        // made, and `map` keeps the mapping alive as long as `self`. The
+        // store reads only below its committed position and writes only
+        // above it, so no `write_at` mutates these bytes while they are
+        // borrowed; the file is never truncated while mapped.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.off), self.len) }
+    }
+}
+
+impl Segment for MmapSegment {
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn write_at(&self, off: u64, buf: &[u8]) -> io::Result<()> {
+        let (off, len) = self.range(off, buf.len() as u64)?;
+        // SAFETY: the destination `[off, off + len)` is inside the mapping
+        // (checked above), which `self.map` keeps alive. `ptr::copy` allows
+        // `buf` to overlap the mapping (e.g. a slice of this segment). The
+        // store never writes a range that readers may be viewing (see
+        // `MapView`), and the file is fully allocated, so no SIGBUS on ENOSPC.
+        unsafe { std::ptr::copy(buf.as_ptr(), self.map.as_mut_ptr().add(off), len) };
+        Ok(())
+    }
+
+    fn slice(&self, off: u64, len: usize) -> io::Result<Bytes> {
+        let (off, len) = self.range(off, len as u64)?;
+        Ok(Bytes::from_owner(MapView {
+            map: Arc::clone(&self.map),
+            off,
+            len,
+        }))
+    }
+
+    async fn sync(&self, off: u64, len: u64) -> io::Result<()> {
+        let (off, len) = self.range(off, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let map = Arc::clone(&self.map);
+        run_on(&self.sync_jobs, move || map.flush_range(off, len)).await
+    }
+}
+
+/// Creates `path` (which must not exist), allocates all `len` bytes so
+/// writes never hit a hole, syncs it and maps it pre-faulted.
+fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    let result = fallocate(&file, len)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| MmapOptions::new().len(map_len).populate().map_raw(&file));
+    if result.is_err() {
+        // Best effort: the caller reports the first error, not this one.
+        let _ = fs::remove_file(path);
+    }
+    result
+}
+
+fn fallocate(file: &File, len: u64) -> io::Result<()> {
+    let len = libc::off_t::try_from(len).map_err(|_| invalid(format!("size {len} too large")))?;
+    // SAFETY: the descriptor is valid and owned by `file` for the whole call;
+    // posix_fallocate touches no memory of ours.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    // posix_fallocate returns the error number instead of setting errno.
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Creates the missing directories between `root` and `dir`, syncing each
+/// new directory's parent so the new entries are durable.
+fn ensure_dir(root: &Path, dir: &Path) -> io::Result<()> {
+    let Ok(rel) = dir.strip_prefix(root) else {
+        return Err(invalid(format!("{} is outside the root", dir.display())));
+    };
+    let mut cur = root.to_path_buf();
+    for part in rel.components() {
+        let next = cur.join(part);
+        if !next.is_dir() {
+            match fs::create_dir(&next) {
+                Ok(()) => sync_dir(&cur)?,
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err),
+            }
+        }
+        cur = next;
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
+        _ => Ok(()),
+    }
+}
+
+/// `dir/name` → `dir/<prefix>name`: a hidden sibling that `list` skips and
+/// that renames or links atomically into place.
+fn hidden(abs: &Path, prefix: &str) -> PathBuf {
+    let mut name = std::ffi::OsString::from(prefix);
+    name.push(abs.file_name().unwrap_or_default());
+    abs.with_file_name(name)
+}
+
+/// Paths are checked relative, so every absolute path has a parent.
+fn parent(abs: &Path) -> &Path {
+    abs.parent()
+        .expect("invariant: a checked path has a parent")
+}
+
+fn check_len(len: u64) -> io::Result<usize> {
+    match usize::try_from(len) {
+        Ok(n) if n > 0 && libc::off_t::try_from(len).is_ok() => Ok(n),
+        _ => Err(invalid(format!("segment size {len} out of range"))),
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// Rejects paths that could escape the root or name nothing.
+fn check_path(path: &str) -> io::Result<()> {
+    let bad = path.is_empty()
+        || path.starts_with('/')
+        || path
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == ".." || part.contains('\0'));
+    if bad {
+        return Err(invalid(format!("bad path {path:?}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unclaimed_preparation_leaves_only_a_hidden_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = MmapDisk::new(dir.path()).expect("disk");
+        disk.prepare_segment("log/00001", 8192);
+        // Claiming waits for the allocator; use a different name to observe
+        // the unclaimed one after it finished.
+        disk.create_segment("log/00000", 8192).expect("create");
+        assert!(matches!(
+            disk.inner.preps.take("log/00001"),
+            Some(Prep::Ready { .. })
+        ));
+        assert_eq!(disk.list("log").expect("list"), ["00000"]);
+        assert!(dir.path().join("log/.prep-00001").exists());
+    }
+
+    #[test]
+    fn prepared_segment_is_claimed_without_reallocating() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = MmapDisk::new(dir.path()).expect("disk");
+        disk.prepare_segment("s", 4096);
+        let seg = disk.create_segment("s", 4096).expect("create");
+        seg.write_at(0, b"abc").expect("write");
+        assert!(!dir.path().join(".prep-s").exists());
+        assert!(disk.inner.preps.lock().is_empty());
+        assert_eq!(
+            fs::metadata(dir.path().join("s")).expect("meta").len(),
+            4096
+        );
+    }
+
+    #[test]
+    fn dropping_the_disk_deletes_unclaimed_preparations() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = MmapDisk::new(dir.path()).expect("disk");
+        disk.prepare_segment("s", 4096);
+        // Wait for the allocator by claiming a sibling's turn after it.
+        disk.prepare_segment("t", 4096);
+        drop(disk.create_segment("t", 4096).expect("create"));
+        assert!(dir.path().join(".prep-s").exists());
+        drop(disk);
+        assert!(!dir.path().join(".prep-s").exists());
+    }
+
+    #[test]
+    fn created_segment_is_fully_allocated_not_sparse() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = MmapDisk::new(dir.path()).expect("disk");
+        disk.create_segment("s", 1 << 20).expect("create");
+        let meta = fs::metadata(dir.path().join("s")).expect("meta");
+        assert!(meta.blocks() * 512 >= 1 << 20, "blocks: {}", meta.blocks());
+    }
+
+    #[test]
+    fn slice_outlives_the_segment_handle() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let disk = MmapDisk::new(dir.path()).expect("disk");
+        let seg = disk.create_segment("s", 4096).expect("create");
+        seg.write_at(10, b"kept").expect("write");
+        let view = seg.slice(10, 4).expect("slice");
+        drop(seg);
+        assert_eq!(&view[..], b"kept");
+    }
+}
