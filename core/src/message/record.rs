@@ -500,6 +500,12 @@ pub enum RecordHead {
 /// Reads the size and magic at the start of `buf`. Corrupt on an unknown
 /// magic or a size no valid record or blank can have.
 pub fn peek_head(buf: &[u8]) -> Result<RecordHead, DecodeError> {
+    if buf.len() < BLANK_HEAD_BYTES {
+        return Err(DecodeError::Incomplete {
+            needed: BLANK_HEAD_BYTES,
+            have: buf.len(),
+        });
+    }
     let size = read_i32_at(buf, layout::TOTAL_SIZE)?;
     let magic = read_i32_at(buf, layout::MAGIC)?;
     let size = usize::try_from(size).map_err(|_| corrupt("negative record size"))?;
@@ -553,4 +559,223 @@ pub fn stored_store_timestamp_ms(buf: &[u8]) -> Result<i64, DecodeError> {
     message_total_size(buf)?;
     let sys_flag = read_i32_at(buf, layout::SYS_FLAG)?;
     read_i64_at(buf, store_timestamp_pos(sys_flag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_message() -> MessageInput {
+        MessageInput {
+            topic: "T".to_owned(),
+            queue_id: 3,
+            flag: 0x0102_0304,
+            sys_flag: sys_flag::TRANSACTION_COMMIT,
+            born_timestamp_ms: 0x1111_2222_3333,
+            born_host: "10.0.0.1:1234".parse().expect("addr"),
+            store_host: "127.0.0.1:10911".parse().expect("addr"),
+            reconsume_times: 2,
+            prepared_transaction_offset: 77,
+            body: Bytes::from_static(b"hello"),
+            properties: Bytes::from_static(b"a\x01b\x02"),
+        }
+    }
+
+    const STAMP: RecordStamp = RecordStamp {
+        queue_offset: 9,
+        phys_offset: 0x0A0B_0C0D,
+        store_timestamp_ms: 0x4444_5555_6666,
+    };
+
+    #[test]
+    fn magic_constants_match_rocketmq() {
+        assert_eq!(MAGIC_V1, -626_843_481);
+        assert_eq!(BLANK_MAGIC, -875_286_124);
+        assert_eq!(RECORD_BYTES_MIN, 91);
+    }
+
+    #[test]
+    fn record_golden_layout_ipv4() {
+        let input = small_message();
+        let crc = crc32fast::hash(b"hello") & 0x7FFF_FFFF;
+        let mut expected: Vec<u8> = Vec::new();
+        expected.extend_from_slice(&(91_i32 + 5 + 1 + 4).to_be_bytes()); // TOTALSIZE @0
+        expected.extend_from_slice(&[0xDA, 0xA3, 0x20, 0xA7]); // MAGIC @4
+        expected.extend_from_slice(&crc.to_be_bytes()); // BODYCRC @8
+        expected.extend_from_slice(&[0, 0, 0, 3]); // QUEUEID @12
+        expected.extend_from_slice(&[1, 2, 3, 4]); // FLAG @16
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 9]); // QUEUEOFFSET @20
+        expected.extend_from_slice(&[0, 0, 0, 0, 0x0A, 0x0B, 0x0C, 0x0D]); // PHYSOFFSET @28
+        expected.extend_from_slice(&[0, 0, 0, 8]); // SYSFLAG @36
+        expected.extend_from_slice(&[0, 0, 0x11, 0x11, 0x22, 0x22, 0x33, 0x33]); // BORNTS @40
+        expected.extend_from_slice(&[10, 0, 0, 1, 0, 0, 0x04, 0xD2]); // BORNHOST @48
+        expected.extend_from_slice(&[0, 0, 0x44, 0x44, 0x55, 0x55, 0x66, 0x66]); // STORETS @56
+        expected.extend_from_slice(&[127, 0, 0, 1, 0, 0, 0x2A, 0x9F]); // STOREHOST @64
+        expected.extend_from_slice(&[0, 0, 0, 2]); // RECONSUMETIMES @72
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 77]); // PREPARED TX @76
+        expected.extend_from_slice(&[0, 0, 0, 5]); // BODY len @84
+        expected.extend_from_slice(b"hello");
+        expected.extend_from_slice(&[1, b'T']); // TOPIC
+        expected.extend_from_slice(&[0, 4, b'a', 1, b'b', 2]); // PROPERTIES
+
+        assert_eq!(input.encoded_len(), Ok(expected.len()));
+        let encoded = input.encode_to_vec(&STAMP).expect("encode");
+        assert_eq!(encoded, expected);
+
+        // The fixed offsets other modules rely on.
+        assert_eq!(
+            encoded[layout::MAGIC..layout::MAGIC + 4],
+            MAGIC_V1.to_be_bytes()
+        );
+        assert_eq!(encoded[layout::FLAG..layout::FLAG + 4], [1, 2, 3, 4]);
+        assert_eq!(layout::QUEUE_OFFSET, 20);
+        assert_eq!(layout::PHYS_OFFSET, 28);
+        assert_eq!(layout::SYS_FLAG, 36);
+        assert_eq!(layout::STORE_TIMESTAMP_V4, 56);
+        assert_eq!(store_timestamp_pos(0), 56);
+        assert_eq!(stored_queue_offset(&encoded), Ok(9));
+        assert_eq!(stored_phys_offset(&encoded), Ok(0x0A0B_0C0D));
+        assert_eq!(stored_store_timestamp_ms(&encoded), Ok(0x4444_5555_6666));
+        assert_eq!(
+            peek_head(&encoded),
+            Ok(RecordHead::Message { total_size: 101 })
+        );
+
+        let record = StoredRecord::decode(&Bytes::from(encoded)).expect("decode");
+        assert_eq!(record.body_crc, crc);
+        assert_eq!(record.transaction_type(), sys_flag::TRANSACTION_COMMIT);
+    }
+
+    #[test]
+    fn encode_sets_v6_bits_from_addresses() {
+        let mut input = small_message();
+        input.sys_flag |= sys_flag::BORNHOST_V6; // stale bit, born host is IPv4
+        input.store_host = "[::1]:10911".parse().expect("addr");
+        let encoded = Bytes::from(input.encode_to_vec(&STAMP).expect("encode"));
+        assert_eq!(encoded.len(), 101 + 12);
+        let record = StoredRecord::decode(&encoded).expect("decode");
+        assert_eq!(
+            record.sys_flag,
+            sys_flag::TRANSACTION_COMMIT | sys_flag::STOREHOST_V6
+        );
+        assert_eq!(record.store_host, input.store_host);
+
+        input.born_host = "[2001:db8::7]:1".parse().expect("addr");
+        let encoded = input.encode_to_vec(&STAMP).expect("encode");
+        assert_eq!(store_timestamp_pos(sys_flag::BORNHOST_V6), 68);
+        assert_eq!(
+            stored_store_timestamp_ms(&encoded),
+            Ok(STAMP.store_timestamp_ms)
+        );
+    }
+
+    #[test]
+    fn encode_rejects_oversized_fields_and_wrong_buffers() {
+        let mut input = small_message();
+        input.topic = "t".repeat(256);
+        assert_eq!(
+            input.encoded_len(),
+            Err(EncodeError::TooLarge {
+                field: "topic",
+                len: 256,
+                max: 255
+            })
+        );
+        let mut input = small_message();
+        input.properties = Bytes::from(vec![b'a'; PROPERTIES_BYTES_MAX + 1]);
+        assert!(matches!(
+            input.encoded_len(),
+            Err(EncodeError::TooLarge {
+                field: "properties",
+                ..
+            })
+        ));
+        let input = small_message();
+        let mut short = vec![0; 100];
+        assert_eq!(
+            input.encode_into(&STAMP, &mut short),
+            Err(EncodeError::BufferLength {
+                expected: 101,
+                actual: 100
+            })
+        );
+    }
+
+    #[test]
+    fn decode_rejects_flipped_body_byte_as_crc_corrupt() {
+        let mut encoded = small_message().encode_to_vec(&STAMP).expect("encode");
+        encoded[88] ^= 0x01; // first body byte
+        let encoded = Bytes::from(encoded);
+        assert_eq!(
+            StoredRecord::decode(&encoded),
+            Err(corrupt("body crc mismatch"))
+        );
+        assert!(StoredRecord::decode_unchecked_crc(&encoded).is_ok());
+    }
+
+    #[test]
+    fn decode_rejects_total_size_mismatch() {
+        let mut encoded = small_message().encode_to_vec(&STAMP).expect("encode");
+        encoded.push(0);
+        encoded[3] += 1; // TOTALSIZE one larger than the fields
+        assert_eq!(
+            StoredRecord::decode(&Bytes::from(encoded.clone())),
+            Err(corrupt("total size does not match fields"))
+        );
+        encoded[3] -= 2; // one smaller: the properties overrun it
+        assert_eq!(
+            StoredRecord::decode(&Bytes::from(encoded)),
+            Err(corrupt("field overruns total size"))
+        );
+    }
+
+    #[test]
+    fn decode_reads_only_its_record_from_a_longer_buffer() {
+        let first = small_message().encode_to_vec(&STAMP).expect("encode");
+        let mut log = first.clone();
+        log.extend_from_slice(&encode_blank(64));
+        let log = Bytes::from(log);
+        let record = StoredRecord::decode(&log).expect("decode");
+        assert_eq!(record.total_size as usize, first.len());
+        assert_eq!(&record.body[..], b"hello");
+        assert_eq!(&record.properties[..], b"a\x01b\x02");
+        // Zero copy: the body points into the input buffer.
+        assert_eq!(record.body.as_ptr() as usize, log.as_ptr() as usize + 88);
+        let rest = log.slice(first.len()..);
+        assert_eq!(peek_head(&rest), Ok(RecordHead::Blank { remaining: 64 }));
+        assert_eq!(
+            StoredRecord::decode(&rest),
+            Err(corrupt("blank record where a message was expected"))
+        );
+    }
+
+    #[test]
+    fn peek_head_classifies_heads() {
+        assert_eq!(encode_blank(8), [0, 0, 0, 8, 0xCB, 0xD4, 0x31, 0x94]);
+        assert_eq!(
+            peek_head(&encode_blank(8)),
+            Ok(RecordHead::Blank { remaining: 8 })
+        );
+        assert_eq!(
+            peek_head(&encode_blank(7)),
+            Err(corrupt("blank size below 8"))
+        );
+        assert_eq!(
+            peek_head(&[0, 0, 0, 90, 0xDA, 0xA3, 0x20, 0xA7]),
+            Err(corrupt("record size below minimum"))
+        );
+        assert_eq!(
+            peek_head(&[0x80, 0, 0, 100, 0xDA, 0xA3, 0x20, 0xA7]),
+            Err(corrupt("negative record size"))
+        );
+        assert_eq!(
+            peek_head(&[0, 0, 1, 0, 0xDA, 0xA3, 0x20, 0xAB]),
+            Err(corrupt("v2 magic is not supported"))
+        );
+        assert_eq!(peek_head(&[0; 8]), Err(corrupt("unknown magic")));
+        assert_eq!(
+            peek_head(&[0; 5]),
+            Err(DecodeError::Incomplete { needed: 8, have: 5 })
+        );
+    }
 }
