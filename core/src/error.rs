@@ -18,6 +18,12 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// Bytes that do not decode as a message, batch body, properties or id.
+    #[error(transparent)]
+    Decode(#[from] crate::message::DecodeError),
+    /// A message that cannot be encoded (a field exceeds its limit).
+    #[error(transparent)]
+    Encode(#[from] crate::message::EncodeError),
 }
 
 /// Shorthand for results of this crate.
