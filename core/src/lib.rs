@@ -5,11 +5,27 @@
 //! - `clock`  — the `Clock` seam (`SystemClock`, `ManualClock`)
 //! - `error`  — the crate's one `Error` type
 //! - `message` — the stored-record codec, properties, batch bodies, message ids, topics
+//! - `offset` — `CommitLogOffset` (bytes) and `QueueOffset` (entries), kept apart by type
+//! - `commit_log` — the sequential log: put lock, segments, group commit, record scan
+//! - `consume_queue` — per topic/queue arrays of 20-byte entries, built by dispatch
+//! - `index`  — IndexFiles: `topic#key` and UNIQ_KEY to CommitLog offsets
+//! - `checkpoint` — the safe point recovery trusts
+//! - `store`  — `MessageStore`, the broker's facade: put, get, query, recovery, retention
 
 pub mod clock;
 pub mod disk;
 pub mod error;
 pub mod message;
 
+pub mod checkpoint;
+pub mod commit_log;
+pub mod consume_queue;
+pub mod index;
+pub mod offset;
+mod segment_chain;
+pub mod store;
+
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
+pub use offset::{CommitLogOffset, QueueOffset};
+pub use store::{FlushMode, GetResult, GetStatus, MessageStore, StoreConfig};

@@ -1,0 +1,213 @@
+//! Group commit: many writers wait on one sync. The first waiter that finds
+//! no sync running leads: it syncs everything written so far and completes
+//! every waiter below the new durable offset, in offset order. Runtime-free
+//! (plain wakers), so it runs the same on tokio and in simulation.
+//! Invariant: once a sync fails the log is poisoned and no waiter, present
+//! or future, is told its data is durable.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
+
+use crate::error::{Error, Result};
+
+/// Durable offset, the leader flag, parked waiters and the poison state.
+#[derive(Default)]
+pub(crate) struct GroupCommit {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    durable: u64,
+    leading: bool,
+    poisoned: Option<String>,
+    /// Parked waiters by (end offset, ticket): completion in offset order.
+    waiters: BTreeMap<(u64, u64), Waker>,
+    next_ticket: u64,
+    syncs: u64,
+}
+
+/// What a waiter should do after looking at the state.
+enum Turn {
+    Done,
+    Lead { from: u64 },
+    Park,
+}
+
+impl GroupCommit {
+    /// A group commit whose log is durable up to `durable`.
+    pub(crate) fn new(durable: u64) -> Self {
+        Self {
+            state: Mutex::new(State {
+                durable,
+                ..State::default()
+            }),
+        }
+    }
+
+    /// Offset below which every byte is durable.
+    pub(crate) fn durable(&self) -> u64 {
+        self.lock().durable
+    }
+
+    /// Number of syncs the group commit has issued.
+    pub(crate) fn syncs(&self) -> u64 {
+        self.lock().syncs
+    }
+
+    /// Fails with `Poisoned` once any sync has failed.
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.lock().poisoned {
+            Some(reason) => Err(Error::Poisoned {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Fences the log: every parked and later waiter fails.
+    pub(crate) fn poison(&self, reason: String) {
+        let mut st = self.lock();
+        if st.poisoned.is_none() {
+            st.poisoned = Some(reason);
+        }
+        for (_, w) in std::mem::take(&mut st.waiters) {
+            w.wake();
+        }
+    }
+
+    /// Waits until `[0, end)` is durable. `written` reports how far the log
+    /// has been written; `sync(from, to)` makes a range durable.
+    pub(crate) async fn wait<W, S, F>(&self, end: u64, written: W, sync: S) -> Result<()>
+    where
+        W: Fn() -> u64,
+        S: Fn(u64, u64) -> F,
+        F: Future<Output = Result<()>>,
+    {
+        loop {
+            match self.turn(end)? {
+                Turn::Done => return Ok(()),
+                Turn::Park => {
+                    let ticket = {
+                        let mut st = self.lock();
+                        st.next_ticket += 1;
+                        st.next_ticket
+                    };
+                    Parked {
+                        gc: self,
+                        key: (end, ticket),
+                    }
+                    .await;
+                }
+                Turn::Lead { from } => {
+                    let mut guard = LeaderGuard { gc: self, live: true };
+                    let to = written();
+                    let result = if to > from { sync(from, to).await } else { Ok(()) };
+                    guard.live = false;
+                    self.finish_lead(to, result)?;
+                }
+            }
+        }
+    }
+
+    fn turn(&self, end: u64) -> Result<Turn> {
+        let mut st = self.lock();
+        if let Some(reason) = &st.poisoned {
+            return Err(Error::Poisoned {
+                reason: reason.clone(),
+            });
+        }
+        if st.durable >= end {
+            return Ok(Turn::Done);
+        }
+        if st.leading {
+            return Ok(Turn::Park);
+        }
+        st.leading = true;
+        Ok(Turn::Lead { from: st.durable })
+    }
+
+    fn finish_lead(&self, to: u64, result: Result<()>) -> Result<()> {
+        let mut st = self.lock();
+        st.leading = false;
+        st.syncs += 1;
+        match result {
+            Ok(()) => {
+                st.durable = st.durable.max(to);
+                // Complete everything now durable, in offset order, and wake
+                // the lowest remaining waiter so it leads the next sync.
+                let first_pending = (st.durable + 1, 0);
+                let rest = st.waiters.split_off(&first_pending);
+                let done = std::mem::replace(&mut st.waiters, rest);
+                for (_, w) in done {
+                    w.wake();
+                }
+                if let Some((_, w)) = st.waiters.first_key_value() {
+                    w.wake_by_ref();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                st.poisoned.get_or_insert(reason);
+                for (_, w) in std::mem::take(&mut st.waiters) {
+                    w.wake();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("invariant: group commit lock not poisoned")
+    }
+}
+
+/// Releases leadership if a leading waiter is dropped mid-sync, so the
+/// remaining waiters are never stranded.
+struct LeaderGuard<'a> {
+    gc: &'a GroupCommit,
+    live: bool,
+}
+
+impl Drop for LeaderGuard<'_> {
+    fn drop(&mut self) {
+        if self.live {
+            let mut st = self.gc.lock();
+            st.leading = false;
+            if let Some((_, w)) = st.waiters.first_key_value() {
+                w.wake_by_ref();
+            }
+        }
+    }
+}
+
+/// A parked waiter: ready once anything it waits on may have changed
+/// (durable offset passed its end, poison, or leadership free).
+struct Parked<'a> {
+    gc: &'a GroupCommit,
+    key: (u64, u64),
+}
+
+impl Future for Parked<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.gc.lock();
+        if st.poisoned.is_some() || st.durable >= self.key.0 || !st.leading {
+            st.waiters.remove(&self.key);
+            return Poll::Ready(());
+        }
+        st.waiters.insert(self.key, cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.gc.lock().waiters.remove(&self.key);
+    }
+}

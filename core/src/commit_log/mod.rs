@@ -1,0 +1,303 @@
+//! The CommitLog: one sequential log of stored-message records for all
+//! topics, in fixed-size segments. A single writer under the put lock
+//! assigns each record its physical offset, queue offset and store time.
+//! Invariants: records never straddle segments (an 8-byte blank record ends
+//! a segment that cannot fit the next record); bytes below `written()` are
+//! complete records; nothing is reported durable after a failed sync.
+
+mod group_commit;
+pub(crate) mod scan;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+use crate::clock::Clock;
+use crate::disk::Disk;
+use crate::error::{Error, Result};
+use crate::message::{encode_blank, sys_flag, MessageInput, RecordStamp};
+use crate::offset::{CommitLogOffset, QueueOffset};
+use crate::segment_chain::SegmentChain;
+use group_commit::GroupCommit;
+
+/// Size of the end-of-segment blank record.
+pub const BLANK_RECORD_BYTES: u64 = 8;
+
+/// Where one appended record landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Physical offset of the record.
+    pub phys_offset: CommitLogOffset,
+    /// Size of the record in bytes.
+    pub size: u32,
+    /// Queue offset assigned (0 for prepared/rolled-back transaction halves).
+    pub queue_offset: QueueOffset,
+    /// Store timestamp written into the record.
+    pub store_timestamp_ms: i64,
+}
+
+impl Appended {
+    /// Offset just past the record.
+    pub fn end(&self) -> u64 {
+        self.phys_offset.0 + u64::from(self.size)
+    }
+}
+
+/// State owned by the put lock.
+struct Writer {
+    pos: u64,
+    /// Next queue offset per topic and queue id (RocketMQ's topicQueueTable).
+    queue_next: BTreeMap<String, BTreeMap<i32, u64>>,
+    last_store_ms: i64,
+    scratch: Vec<u8>,
+}
+
+/// The sequential log.
+pub struct CommitLog<D: Disk, C: Clock> {
+    chain: SegmentChain<D>,
+    clock: C,
+    writer: Mutex<Writer>,
+    written: AtomicU64,
+    durability: GroupCommit,
+}
+
+/// True for records that get a ConsumeQueue entry: everything except
+/// prepared and rolled-back transaction halves.
+pub fn is_dispatchable(sys_flag_bits: i32) -> bool {
+    let tx = sys_flag_bits & sys_flag::TRANSACTION_MASK;
+    tx == sys_flag::TRANSACTION_NOT || tx == sys_flag::TRANSACTION_COMMIT
+}
+
+impl<D: Disk, C: Clock> CommitLog<D, C> {
+    /// Opens the log's segments under `dir` without deciding where the log
+    /// ends; recovery calls [`CommitLog::resume`] once it knows.
+    pub(crate) fn open(disk: D, clock: C, dir: &str, segment_bytes: u64) -> Result<Self> {
+        Ok(Self {
+            chain: SegmentChain::open(disk, dir, segment_bytes)?,
+            clock,
+            writer: Mutex::new(Writer {
+                pos: 0,
+                queue_next: BTreeMap::new(),
+                last_store_ms: 0,
+                scratch: Vec::new(),
+            }),
+            written: AtomicU64::new(0),
+            durability: GroupCommit::new(0),
+        })
+    }
+
+    /// Sets the write position after recovery: `end` is the recovered end,
+    /// durable; `queue_next` the next queue offset of every queue.
+    pub(crate) fn resume(
+        &mut self,
+        end: u64,
+        queue_next: BTreeMap<String, BTreeMap<i32, u64>>,
+        last_store_ms: i64,
+    ) {
+        let w = self.writer.get_mut().expect("invariant: put lock not poisoned");
+        w.pos = end;
+        w.queue_next = queue_next;
+        w.last_store_ms = last_store_ms;
+        self.written.store(end, Ordering::Release);
+        self.durability = GroupCommit::new(end);
+    }
+
+    pub(crate) fn chain(&self) -> &SegmentChain<D> {
+        &self.chain
+    }
+
+    /// Offset just past the last complete record.
+    pub fn written(&self) -> CommitLogOffset {
+        CommitLogOffset(self.written.load(Ordering::Acquire))
+    }
+
+    /// Offset below which every record is durable.
+    pub fn durable(&self) -> CommitLogOffset {
+        CommitLogOffset(self.durability.durable())
+    }
+
+    /// Start of the oldest segment still present (0 for an empty log).
+    pub fn min_offset(&self) -> CommitLogOffset {
+        CommitLogOffset(self.chain.first_start().unwrap_or(0))
+    }
+
+    /// Number of segments the log currently spans.
+    pub fn chain_segments(&self) -> usize {
+        self.chain.starts().len()
+    }
+
+    /// Number of syncs issued by group commit so far.
+    pub fn sync_count(&self) -> u64 {
+        self.durability.syncs()
+    }
+
+    /// Fails once a sync has failed: the log is fenced.
+    pub fn check_writable(&self) -> Result<()> {
+        self.durability.check()
+    }
+
+    /// Next queue offset of a queue (its max offset), as assigned by appends.
+    pub fn queue_next(&self, topic: &str, queue_id: i32) -> QueueOffset {
+        let w = self.lock_writer();
+        QueueOffset(
+            w.queue_next
+                .get(topic)
+                .and_then(|q| q.get(&queue_id))
+                .copied()
+                .unwrap_or(0),
+        )
+    }
+
+    /// Appends one record; it is readable at once and durable only after
+    /// [`CommitLog::wait_durable`] for its end returns `Ok`.
+    pub fn append(&self, msg: &MessageInput) -> Result<Appended> {
+        let len = self.checked_len(msg)?;
+        let mut w = self.lock_writer();
+        self.durability.check()?;
+        let out = self.append_locked(&mut w, msg, len)?;
+        self.written.store(w.pos, Ordering::Release);
+        Ok(out)
+    }
+
+    /// Appends several records under one hold of the put lock, so their
+    /// queue offsets are consecutive per queue. All or nothing on errors
+    /// raised before writing; a disk error midway leaves earlier records
+    /// written but unacknowledged.
+    pub fn append_batch(&self, msgs: &[MessageInput]) -> Result<Vec<Appended>> {
+        let lens = msgs
+            .iter()
+            .map(|m| self.checked_len(m))
+            .collect::<Result<Vec<_>>>()?;
+        let mut w = self.lock_writer();
+        self.durability.check()?;
+        let mut out = Vec::with_capacity(msgs.len());
+        for (msg, len) in msgs.iter().zip(lens) {
+            match self.append_locked(&mut w, msg, len) {
+                Ok(a) => out.push(a),
+                Err(e) => {
+                    self.written.store(w.pos, Ordering::Release);
+                    return Err(e);
+                }
+            }
+        }
+        self.written.store(w.pos, Ordering::Release);
+        Ok(out)
+    }
+
+    fn checked_len(&self, msg: &MessageInput) -> Result<usize> {
+        let len = msg.encoded_len().map_err(|e| Error::MessageRejected {
+            reason: e.to_string(),
+        })?;
+        if len as u64 + BLANK_RECORD_BYTES > self.chain.segment_bytes() {
+            return Err(Error::MessageRejected {
+                reason: format!(
+                    "record of {len} bytes does not fit a {} byte segment",
+                    self.chain.segment_bytes()
+                ),
+            });
+        }
+        Ok(len)
+    }
+
+    fn append_locked(&self, w: &mut Writer, msg: &MessageInput, len: usize) -> Result<Appended> {
+        let seg = self.chain.segment_bytes();
+        let len64 = len as u64;
+        let rel = w.pos % seg;
+        if rel + len64 + BLANK_RECORD_BYTES > seg {
+            // Create the next segment first: on ENOSPC nothing has changed.
+            let next = w.pos - rel + seg;
+            self.chain.get_or_create(next)?;
+            let remaining = u32::try_from(seg - rel).map_err(|_| Error::MessageRejected {
+                reason: "segment size exceeds 4 GiB".to_owned(),
+            })?;
+            self.chain.write(w.pos, &encode_blank(remaining))?;
+            w.pos = next;
+        }
+        let dispatchable = is_dispatchable(msg.sys_flag);
+        let queue_offset = if dispatchable {
+            w.queue_next
+                .get(msg.topic.as_str())
+                .and_then(|q| q.get(&msg.queue_id))
+                .copied()
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let wall = i64::try_from(self.clock.wall_ms()).unwrap_or(i64::MAX);
+        // Store time never goes backwards, even when the wall clock does, so
+        // search-by-time and retention stay monotonic over the log.
+        let store_ms = wall.max(w.last_store_ms);
+        let stamp = RecordStamp {
+            queue_offset: i64::try_from(queue_offset).unwrap_or(i64::MAX),
+            phys_offset: i64::try_from(w.pos).unwrap_or(i64::MAX),
+            store_timestamp_ms: store_ms,
+        };
+        let mut scratch = std::mem::take(&mut w.scratch);
+        scratch.resize(len, 0);
+        let encoded = msg.encode_into(&stamp, &mut scratch);
+        let written = encoded
+            .map_err(|e| Error::MessageRejected {
+                reason: e.to_string(),
+            })
+            .and_then(|()| self.chain.write(w.pos, &scratch));
+        w.scratch = scratch;
+        written?;
+        let appended = Appended {
+            phys_offset: CommitLogOffset(w.pos),
+            size: u32::try_from(len).expect("invariant: record fits a segment < 4 GiB"),
+            queue_offset: QueueOffset(queue_offset),
+            store_timestamp_ms: store_ms,
+        };
+        if dispatchable {
+            if let Some(q) = w.queue_next.get_mut(msg.topic.as_str()) {
+                *q.entry(msg.queue_id).or_insert(0) += 1;
+            } else {
+                w.queue_next
+                    .insert(msg.topic.clone(), BTreeMap::from([(msg.queue_id, 1)]));
+            }
+        }
+        w.pos += len64;
+        w.last_store_ms = store_ms;
+        Ok(appended)
+    }
+
+    /// Waits until every byte below `end` is durable (group commit).
+    pub async fn wait_durable(&self, end: u64) -> Result<()> {
+        self.durability
+            .wait(
+                end,
+                || self.written.load(Ordering::Acquire),
+                |from, to| self.chain.sync(from, to),
+            )
+            .await
+    }
+
+    /// Makes everything written so far durable.
+    pub async fn flush(&self) -> Result<()> {
+        self.wait_durable(self.written.load(Ordering::Acquire)).await
+    }
+
+    /// The bytes `[offset, offset + len)`, which must lie below `written()`
+    /// and inside one segment.
+    pub fn read(&self, offset: CommitLogOffset, len: u32) -> Result<Bytes> {
+        if offset.0 + u64::from(len) > self.written().0 {
+            return Err(Error::Corrupt {
+                path: "commitlog".to_owned(),
+                offset: offset.0,
+                reason: "read past the written end",
+            });
+        }
+        self.chain.read(offset.0, len as usize)
+    }
+
+    /// Fences the log after a failure that leaves its durable state unknown.
+    pub(crate) fn poison(&self, reason: String) {
+        self.durability.poison(reason);
+    }
+
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer.lock().expect("invariant: put lock not poisoned")
+    }
+}

@@ -1,0 +1,263 @@
+//! ConsumeQueue: one per topic and queue id, a dense array of 20-byte
+//! entries `i64 commitLogOffset | i32 size | i64 tagsCode` indexed by queue
+//! offset, stored in equal-sized segments. Built by dispatch from the
+//! CommitLog and always rebuildable from it. Invariant: entries in
+//! `[min, max)` point at valid records, with strictly increasing offsets.
+
+mod table;
+
+pub use table::ConsumeQueueTable;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::disk::Disk;
+use crate::error::{Error, Result};
+use crate::offset::{CommitLogOffset, QueueOffset};
+use crate::segment_chain::SegmentChain;
+
+/// Size of one ConsumeQueue entry.
+pub const CQ_ENTRY_BYTES: u64 = 20;
+
+/// Entries per ConsumeQueue segment by default (RocketMQ: 300,000).
+pub const CQ_ENTRIES_PER_SEGMENT_DEFAULT: u64 = 300_000;
+
+/// One ConsumeQueue entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqEntry {
+    /// Where the record starts in the CommitLog.
+    pub phys_offset: CommitLogOffset,
+    /// Record size in bytes.
+    pub size: u32,
+    /// Hash of the TAGS property (Java `String.hashCode`), or 0.
+    pub tags_code: i64,
+}
+
+impl CqEntry {
+    fn encode(self) -> [u8; 20] {
+        let mut out = [0u8; 20];
+        out[..8].copy_from_slice(&self.phys_offset.0.to_be_bytes());
+        out[8..12].copy_from_slice(&self.size.to_be_bytes());
+        out[12..].copy_from_slice(&self.tags_code.to_be_bytes());
+        out
+    }
+
+    /// `None` for an all-zero or nonsensical entry.
+    fn decode(b: &[u8]) -> Option<Self> {
+        let phys = i64::from_be_bytes(b.get(..8)?.try_into().ok()?);
+        let size = i32::from_be_bytes(b.get(8..12)?.try_into().ok()?);
+        let tags_code = i64::from_be_bytes(b.get(12..20)?.try_into().ok()?);
+        if phys < 0 || size <= 0 {
+            return None;
+        }
+        Some(Self {
+            phys_offset: CommitLogOffset(phys.unsigned_abs()),
+            size: size.unsigned_abs(),
+            tags_code,
+        })
+    }
+}
+
+/// The entries of one topic/queue.
+pub struct ConsumeQueue<D: Disk> {
+    topic: String,
+    queue_id: i32,
+    chain: SegmentChain<D>,
+    /// Logical min: entries below were removed by retention.
+    min: AtomicU64,
+    /// Next entry index to write.
+    max: AtomicU64,
+    /// Entries below this index are durable.
+    synced: AtomicU64,
+}
+
+impl<D: Disk> ConsumeQueue<D> {
+    pub(crate) fn open(
+        disk: D,
+        dir: &str,
+        topic: &str,
+        queue_id: i32,
+        entries_per_segment: u64,
+    ) -> Result<Self> {
+        let chain = SegmentChain::open(disk, dir, entries_per_segment * CQ_ENTRY_BYTES)?;
+        // Retention removes whole segments from the front: the first one
+        // left bounds the logical min from below.
+        let min = chain.first_start().unwrap_or(0) / CQ_ENTRY_BYTES;
+        Ok(Self {
+            topic: topic.to_owned(),
+            queue_id,
+            chain,
+            min: AtomicU64::new(min),
+            max: AtomicU64::new(min),
+            synced: AtomicU64::new(min),
+        })
+    }
+
+    /// Topic of this queue.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Queue id of this queue.
+    pub fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+
+    /// First entry still present.
+    pub fn min_offset(&self) -> QueueOffset {
+        QueueOffset(self.min.load(Ordering::Acquire))
+    }
+
+    /// Next entry index (one past the last entry).
+    pub fn max_offset(&self) -> QueueOffset {
+        QueueOffset(self.max.load(Ordering::Acquire))
+    }
+
+    /// Appends the entry for queue offset `q`. `q` must equal the current
+    /// max, except that an empty queue may start at any offset (a rebuild
+    /// after retention removed the queue's oldest records).
+    pub(crate) fn append(&self, q: QueueOffset, entry: CqEntry) -> Result<()> {
+        let max = self.max.load(Ordering::Acquire);
+        let min = self.min.load(Ordering::Acquire);
+        if q.0 != max {
+            if min == max && q.0 > max {
+                self.min.store(q.0, Ordering::Release);
+                self.synced.store(q.0, Ordering::Release);
+            } else {
+                return Err(Error::Corrupt {
+                    path: self.describe(),
+                    offset: q.0,
+                    reason: "queue offset does not follow the last entry",
+                });
+            }
+        }
+        self.chain.write(q.0 * CQ_ENTRY_BYTES, &entry.encode())?;
+        self.max.store(q.0 + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// The entry at `q`, if it is inside `[min, max)`.
+    pub fn entry(&self, q: QueueOffset) -> Result<Option<CqEntry>> {
+        Ok(self.entries(q, 1)?.into_iter().next())
+    }
+
+    /// Up to `count` consecutive entries starting at `from` (fewer at a
+    /// segment boundary or the end). Reading stops at a damaged entry.
+    pub fn entries(&self, from: QueueOffset, count: usize) -> Result<Vec<CqEntry>> {
+        let max = self.max.load(Ordering::Acquire);
+        if from.0 < self.min.load(Ordering::Acquire) || from.0 >= max || count == 0 {
+            return Ok(Vec::new());
+        }
+        let per_seg = self.chain.segment_bytes() / CQ_ENTRY_BYTES;
+        let seg_left = per_seg - from.0 % per_seg;
+        let n = (max - from.0).min(seg_left).min(count as u64);
+        let n_usize = usize::try_from(n).expect("invariant: n <= count");
+        let raw = self.chain.read(from.0 * CQ_ENTRY_BYTES, n_usize * 20)?;
+        let mut out = Vec::with_capacity(n_usize);
+        for chunk in raw.chunks_exact(20) {
+            match CqEntry::decode(chunk) {
+                Some(e) => out.push(e),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// True when a segment exists for every entry in `[min, max)`.
+    pub(crate) fn segments_cover(&self) -> bool {
+        let (min, max) = (self.min.load(Ordering::Acquire), self.max.load(Ordering::Acquire));
+        if max == min {
+            return true;
+        }
+        let seg = self.chain.segment_bytes();
+        let first = self.chain.segment_start(min * CQ_ENTRY_BYTES);
+        let last = self.chain.segment_start((max - 1) * CQ_ENTRY_BYTES);
+        let starts = self.chain.starts();
+        let mut want = first;
+        while want <= last {
+            if starts.binary_search(&want).is_err() {
+                return false;
+            }
+            want += seg;
+        }
+        true
+    }
+
+    /// Drops every entry at or after `len` (zeroing them on disk).
+    pub(crate) async fn truncate(&self, len: QueueOffset) -> Result<()> {
+        self.chain.truncate(len.0 * CQ_ENTRY_BYTES).await?;
+        self.max.store(len.0, Ordering::Release);
+        if self.min.load(Ordering::Acquire) > len.0 {
+            self.min.store(len.0, Ordering::Release);
+        }
+        let synced = self.synced.load(Ordering::Acquire).min(len.0);
+        self.synced.store(synced, Ordering::Release);
+        Ok(())
+    }
+
+    /// Makes every entry below `upto` durable.
+    pub(crate) async fn sync(&self, upto: QueueOffset) -> Result<()> {
+        let from = self.synced.load(Ordering::Acquire);
+        if upto.0 <= from {
+            return Ok(());
+        }
+        self.chain
+            .sync(from * CQ_ENTRY_BYTES, upto.0 * CQ_ENTRY_BYTES)
+            .await?;
+        self.synced.fetch_max(upto.0, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Binary search: the first entry whose phys offset is at least
+    /// `log_min`, i.e. the new logical min after CommitLog retention.
+    pub(crate) fn first_at_or_after(&self, log_min: CommitLogOffset) -> Result<QueueOffset> {
+        let (mut lo, mut hi) = (self.min.load(Ordering::Acquire), self.max.load(Ordering::Acquire));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.entry(QueueOffset(mid))? {
+                Some(e) if e.phys_offset < log_min => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        Ok(QueueOffset(lo))
+    }
+
+    /// Advances the logical min to `new_min` and removes segments wholly
+    /// below it.
+    pub(crate) fn advance_min(&self, new_min: QueueOffset) -> Result<()> {
+        let old = self.min.fetch_max(new_min.0, Ordering::AcqRel);
+        if new_min.0 <= old {
+            return Ok(());
+        }
+        let seg = self.chain.segment_bytes();
+        for start in self.chain.starts() {
+            if start + seg <= new_min.0 * CQ_ENTRY_BYTES {
+                self.chain.remove_segment(start)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Binary search by store time: the first entry whose record was stored
+    /// at or after `ts_ms`, using `store_time` to read a record's time. Past
+    /// the last entry it returns `max`.
+    pub fn search_by_time(
+        &self,
+        ts_ms: i64,
+        store_time: impl Fn(CqEntry) -> Option<i64>,
+    ) -> Result<QueueOffset> {
+        let (mut lo, mut hi) = (self.min.load(Ordering::Acquire), self.max.load(Ordering::Acquire));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let t = self.entry(QueueOffset(mid))?.and_then(&store_time);
+            match t {
+                Some(t) if t < ts_ms => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        Ok(QueueOffset(lo))
+    }
+
+    fn describe(&self) -> String {
+        format!("consumequeue/{}/{}", self.topic, self.queue_id)
+    }
+}

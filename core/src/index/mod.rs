@@ -1,0 +1,193 @@
+//! The key index: `topic#key` (each KEYS entry) and `topic#UNIQ_KEY` hashed
+//! into IndexFiles under `index/`, each named by the physical offset of its
+//! first entry. A query returns candidate offsets; the store re-reads each
+//! record and keeps only true matches, so hash collisions and entries
+//! beyond a recovered log end can never surface as results.
+
+mod index_file;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::disk::Disk;
+use crate::error::{Error, Result};
+use crate::message::java_string_hash;
+use crate::offset::{parse_segment_name, segment_name, CommitLogOffset};
+use crate::segment_chain::join;
+use index_file::{index_file_bytes, IndexFile};
+
+/// Hash slots per index file by default (RocketMQ: 5 million).
+pub const INDEX_SLOTS_DEFAULT: u32 = 5_000_000;
+/// Entries per index file by default (RocketMQ: 20 million).
+pub const INDEX_ENTRIES_DEFAULT: u32 = 20_000_000;
+
+type Files<D> = BTreeMap<u64, Arc<IndexFile<<D as Disk>::Seg>>>;
+
+/// Where the index stood at a checkpoint: the newest file and its count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct IndexMark {
+    /// Name (first physical offset) of the newest file, if any.
+    pub newest_file: Option<u64>,
+    /// That file's entry count (plus one).
+    pub count: u32,
+}
+
+/// All index files of a store.
+pub struct IndexService<D: Disk> {
+    disk: D,
+    dir: String,
+    slots: u32,
+    entries: u32,
+    files: Mutex<Files<D>>,
+}
+
+/// The index hash of `topic#key`.
+pub fn index_key_hash(topic: &str, key: &str) -> i32 {
+    let mut s = String::with_capacity(topic.len() + 1 + key.len());
+    s.push_str(topic);
+    s.push('#');
+    s.push_str(key);
+    java_string_hash(&s)
+}
+
+impl<D: Disk> IndexService<D> {
+    /// Opens the index as of checkpoint `mark`: files newer than the mark
+    /// are removed and the newest kept file is cut back to the mark's count
+    /// (re-dispatch re-adds what follows). Without a mark, every file is
+    /// removed and the index is rebuilt by re-dispatch.
+    pub(crate) fn open(disk: D, dir: &str, slots: u32, entries: u32, mark: IndexMark) -> Result<Self> {
+        let mut files = BTreeMap::new();
+        let names = disk.list(dir).map_err(|e| Error::io("list", dir, e))?;
+        for name in names {
+            let Some(start) = parse_segment_name(&name) else {
+                continue;
+            };
+            let path = join(dir, &name);
+            let keep_up_to = mark.newest_file;
+            if keep_up_to.is_none_or(|newest| start > newest) {
+                disk.remove(&path).map_err(|e| Error::io("remove", &path, e))?;
+                continue;
+            }
+            let seg = disk
+                .open_segment(&path)
+                .map_err(|e| Error::io("open", &path, e))?
+                .ok_or_else(|| Error::Corrupt {
+                    path: path.clone(),
+                    offset: 0,
+                    reason: "index file listed but missing",
+                })?;
+            let count_max = if Some(start) == keep_up_to { mark.count } else { u32::MAX };
+            let file = IndexFile::open(seg, path, slots, entries, count_max)?;
+            files.insert(start, Arc::new(file));
+        }
+        Ok(Self {
+            disk,
+            dir: dir.to_owned(),
+            slots,
+            entries,
+            files: Mutex::new(files),
+        })
+    }
+
+    /// Indexes `key` of a record of `topic` at `phys`.
+    pub(crate) fn put(&self, topic: &str, key: &str, phys: CommitLogOffset, store_ts_ms: i64) -> Result<()> {
+        let hash = index_key_hash(topic, key);
+        let file = self.writable(phys)?;
+        if !file.put(hash, phys, store_ts_ms)? {
+            let file = self.roll(phys)?;
+            file.put(hash, phys, store_ts_ms)?;
+        }
+        Ok(())
+    }
+
+    fn writable(&self, phys: CommitLogOffset) -> Result<Arc<IndexFile<D::Seg>>> {
+        let files = self.lock();
+        match files.values().next_back() {
+            Some(f) if !f.is_full() => Ok(Arc::clone(f)),
+            _ => {
+                drop(files);
+                self.roll(phys)
+            }
+        }
+    }
+
+    fn roll(&self, phys: CommitLogOffset) -> Result<Arc<IndexFile<D::Seg>>> {
+        let path = join(&self.dir, &segment_name(phys.0));
+        let seg = self
+            .disk
+            .create_segment(&path, index_file_bytes(self.slots, self.entries))
+            .map_err(|e| Error::io("create", &path, e))?;
+        let file = Arc::new(IndexFile::create(seg, path, self.slots, self.entries)?);
+        self.lock().insert(phys.0, Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Candidate offsets for `topic#key` stored in `[begin_ms, end_ms]`,
+    /// newest first, at most `max`.
+    pub fn query(&self, topic: &str, key: &str, max: usize, begin_ms: i64, end_ms: i64) -> Result<Vec<CommitLogOffset>> {
+        let hash = index_key_hash(topic, key);
+        let files: Vec<_> = self.lock().values().rev().cloned().collect();
+        let mut out = Vec::new();
+        for f in files {
+            if out.len() >= max {
+                break;
+            }
+            let (b, e) = f.time_range();
+            if e + 1000 < begin_ms || b > end_ms {
+                continue;
+            }
+            for p in f.query(hash, begin_ms, end_ms, max - out.len())? {
+                out.push(CommitLogOffset(p));
+            }
+        }
+        Ok(out)
+    }
+
+    /// True when the file named `start` is loaded.
+    pub(crate) fn has_file(&self, start: u64) -> bool {
+        self.lock().contains_key(&start)
+    }
+
+    /// The mark to record in a checkpoint.
+    pub(crate) fn mark(&self) -> IndexMark {
+        let files = self.lock();
+        match files.iter().next_back() {
+            Some((start, f)) => IndexMark {
+                newest_file: Some(*start),
+                count: f.count(),
+            },
+            None => IndexMark::default(),
+        }
+    }
+
+    /// Makes every index file durable.
+    pub(crate) async fn sync(&self) -> Result<()> {
+        let files: Vec<_> = self.lock().values().cloned().collect();
+        for f in files {
+            f.sync().await?;
+        }
+        Ok(())
+    }
+
+    /// Removes files whose every entry is below `log_min`, keeping the
+    /// newest file.
+    pub(crate) fn remove_below(&self, log_min: CommitLogOffset) -> Result<usize> {
+        let mut files = self.lock();
+        let newest = files.keys().next_back().copied();
+        let doomed: Vec<u64> = files
+            .iter()
+            .filter(|(s, f)| Some(**s) != newest && u64::try_from(f.end_phys()).unwrap_or(0) < log_min.0)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in &doomed {
+            files.remove(s);
+            let path = join(&self.dir, &segment_name(*s));
+            self.disk.remove(&path).map_err(|e| Error::io("remove", &path, e))?;
+        }
+        Ok(doomed.len())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Files<D>> {
+        self.files.lock().expect("invariant: index lock not poisoned")
+    }
+}

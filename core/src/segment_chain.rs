@@ -1,0 +1,247 @@
+//! A chain of equal-sized segment files named by their start offset, forming
+//! one logical byte space (RocketMQ's MappedFileQueue). Used by the CommitLog
+//! and by every ConsumeQueue. Invariant: segment starts are multiples of the
+//! segment size and a write or read never straddles two segments.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+
+use crate::disk::{Disk, Segment};
+use crate::error::{Error, Result};
+use crate::offset::{parse_segment_name, segment_name};
+
+/// Zeroing is done in chunks of this size so truncation never allocates
+/// in proportion to the segment size.
+const ZERO_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Equal-sized segments under one directory.
+pub(crate) struct SegmentChain<D: Disk> {
+    disk: D,
+    dir: String,
+    segment_bytes: u64,
+    segments: RwLock<BTreeMap<u64, Arc<D::Seg>>>,
+}
+
+impl<D: Disk> SegmentChain<D> {
+    /// Opens every segment found under `dir`. A file whose size or name does
+    /// not fit the chain is reported as corruption rather than ignored.
+    pub(crate) fn open(disk: D, dir: &str, segment_bytes: u64) -> Result<Self> {
+        assert!(segment_bytes > 0, "invariant: segment size is positive");
+        let mut segments = BTreeMap::new();
+        let names = disk.list(dir).map_err(|e| Error::io("list", dir, e))?;
+        for name in names {
+            let Some(start) = parse_segment_name(&name) else {
+                continue;
+            };
+            let path = join(dir, &name);
+            if start % segment_bytes != 0 {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: start,
+                    reason: "segment start is not a multiple of the segment size",
+                });
+            }
+            let seg = disk
+                .open_segment(&path)
+                .map_err(|e| Error::io("open", &path, e))?
+                .ok_or_else(|| Error::Corrupt {
+                    path: path.clone(),
+                    offset: start,
+                    reason: "segment listed but missing",
+                })?;
+            if seg.size_bytes() != segment_bytes {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: start,
+                    reason: "segment size differs from the configured size",
+                });
+            }
+            segments.insert(start, Arc::new(seg));
+        }
+        Ok(Self {
+            disk,
+            dir: dir.to_owned(),
+            segment_bytes,
+            segments: RwLock::new(segments),
+        })
+    }
+
+    /// The fixed size of every segment.
+    pub(crate) fn segment_bytes(&self) -> u64 {
+        self.segment_bytes
+    }
+
+    /// Start offset of the segment that holds `offset`.
+    pub(crate) fn segment_start(&self, offset: u64) -> u64 {
+        offset - offset % self.segment_bytes
+    }
+
+    /// Start of the first segment, if any.
+    pub(crate) fn first_start(&self) -> Option<u64> {
+        self.read_map().keys().next().copied()
+    }
+
+    /// Start of the last segment, if any.
+    pub(crate) fn last_start(&self) -> Option<u64> {
+        self.read_map().keys().next_back().copied()
+    }
+
+    /// All segment starts, ascending.
+    pub(crate) fn starts(&self) -> Vec<u64> {
+        self.read_map().keys().copied().collect()
+    }
+
+    /// The segment holding `offset`, if it exists.
+    fn get(&self, offset: u64) -> Option<Arc<D::Seg>> {
+        self.read_map().get(&self.segment_start(offset)).cloned()
+    }
+
+    /// The segment holding `offset`, created if missing; also hints the disk
+    /// to prepare the following segment so rollover stays off the hot path.
+    pub(crate) fn get_or_create(&self, offset: u64) -> Result<Arc<D::Seg>> {
+        if let Some(seg) = self.get(offset) {
+            return Ok(seg);
+        }
+        let start = self.segment_start(offset);
+        let path = join(&self.dir, &segment_name(start));
+        let mut map = self.segments.write().expect("invariant: lock not poisoned");
+        if let Some(seg) = map.get(&start) {
+            return Ok(Arc::clone(seg));
+        }
+        let seg = Arc::new(
+            self.disk
+                .create_segment(&path, self.segment_bytes)
+                .map_err(|e| Error::io("create", &path, e))?,
+        );
+        map.insert(start, Arc::clone(&seg));
+        drop(map);
+        let next = start + self.segment_bytes;
+        self.disk
+            .prepare_segment(&join(&self.dir, &segment_name(next)), self.segment_bytes);
+        Ok(seg)
+    }
+
+    /// Writes `buf` at `offset`, creating the segment if needed.
+    pub(crate) fn write(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        let rel = self.check_within(offset, buf.len() as u64)?;
+        let seg = self.get_or_create(offset)?;
+        seg.write_at(rel, buf)
+            .map_err(|e| Error::io("write", &self.path_of(offset), e))
+    }
+
+    /// Reads `len` bytes at `offset` (zero-copy on a mapped disk).
+    pub(crate) fn read(&self, offset: u64, len: usize) -> Result<Bytes> {
+        let rel = self.check_within(offset, len as u64)?;
+        let seg = self.get(offset).ok_or_else(|| Error::Corrupt {
+            path: self.path_of(offset),
+            offset,
+            reason: "read from a missing segment",
+        })?;
+        seg.slice(rel, len)
+            .map_err(|e| Error::io("read", &self.path_of(offset), e))
+    }
+
+    /// Reads from `offset` to the end of its segment.
+    pub(crate) fn read_to_segment_end(&self, offset: u64) -> Result<Bytes> {
+        let rest = self.segment_bytes - offset % self.segment_bytes;
+        let len = usize::try_from(rest).map_err(|_| Error::Corrupt {
+            path: self.path_of(offset),
+            offset,
+            reason: "segment larger than the address space",
+        })?;
+        self.read(offset, len)
+    }
+
+    /// Makes `[from, to)` durable, segment by segment, in offset order.
+    pub(crate) async fn sync(&self, from: u64, to: u64) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let segs: Vec<(u64, Arc<D::Seg>)> = self
+            .read_map()
+            .range(self.segment_start(from)..to)
+            .map(|(s, seg)| (*s, Arc::clone(seg)))
+            .collect();
+        for (start, seg) in segs {
+            let lo = from.max(start) - start;
+            let hi = to.min(start + self.segment_bytes) - start;
+            seg.sync(lo, hi - lo)
+                .await
+                .map_err(|e| Error::io("sync", &self.path_of(start), e))?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes `[offset, end of its segment)`, removes every later segment and
+    /// syncs the zeroed range, so stale bytes can never be read back as data.
+    pub(crate) async fn truncate(&self, offset: u64) -> Result<()> {
+        let start = self.segment_start(offset);
+        let later: Vec<u64> = self
+            .read_map()
+            .range(start + 1..)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in later.into_iter().rev() {
+            self.remove_segment(s)?;
+        }
+        if let Some(seg) = self.get(offset) {
+            let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+            let mut rel = offset - start;
+            while rel < self.segment_bytes {
+                let n = (self.segment_bytes - rel).min(ZERO_CHUNK_BYTES as u64);
+                let n_usize = usize::try_from(n).expect("invariant: n <= ZERO_CHUNK_BYTES");
+                seg.write_at(rel, &zeros[..n_usize])
+                    .map_err(|e| Error::io("zero", &self.path_of(start), e))?;
+                rel += n;
+            }
+            let lo = offset - start;
+            seg.sync(lo, self.segment_bytes - lo)
+                .await
+                .map_err(|e| Error::io("sync", &self.path_of(start), e))?;
+        }
+        Ok(())
+    }
+
+    /// Removes one whole segment from the chain and the disk.
+    pub(crate) fn remove_segment(&self, start: u64) -> Result<()> {
+        let path = join(&self.dir, &segment_name(start));
+        self.segments
+            .write()
+            .expect("invariant: lock not poisoned")
+            .remove(&start);
+        self.disk
+            .remove(&path)
+            .map_err(|e| Error::io("remove", &path, e))
+    }
+
+    fn check_within(&self, offset: u64, len: u64) -> Result<u64> {
+        let rel = offset % self.segment_bytes;
+        if rel + len > self.segment_bytes {
+            return Err(Error::Corrupt {
+                path: self.path_of(offset),
+                offset,
+                reason: "access straddles a segment boundary",
+            });
+        }
+        Ok(rel)
+    }
+
+    fn path_of(&self, offset: u64) -> String {
+        join(&self.dir, &segment_name(self.segment_start(offset)))
+    }
+
+    fn read_map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<u64, Arc<D::Seg>>> {
+        self.segments.read().expect("invariant: lock not poisoned")
+    }
+}
+
+/// Joins a directory and a name with `/`; an empty directory is the root.
+pub(crate) fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{dir}/{name}")
+    }
+}

@@ -1,0 +1,85 @@
+//! Store configuration with RocketMQ's defaults, named with units last.
+
+use crate::consume_queue::CQ_ENTRIES_PER_SEGMENT_DEFAULT;
+use crate::index::{INDEX_ENTRIES_DEFAULT, INDEX_SLOTS_DEFAULT};
+use crate::message::BODY_BYTES_MAX;
+
+/// When a put is acknowledged relative to the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushMode {
+    /// Acknowledge after the record is durable (group commit). Consumers
+    /// only see durable records, so nothing they read can vanish in a crash.
+    Sync,
+    /// Acknowledge after the record is in the page cache; a periodic flush
+    /// makes it durable. Consumers see it at once.
+    Async,
+}
+
+/// Configuration of a [`crate::store::MessageStore`].
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Directory (relative to the disk root) holding the store.
+    pub root: String,
+    /// CommitLog segment size (RocketMQ: 1 GiB).
+    pub commit_log_segment_bytes: u64,
+    /// ConsumeQueue entries per segment (RocketMQ: 300,000).
+    pub cq_entries_per_segment: u64,
+    /// Hash slots per index file.
+    pub index_slots: u32,
+    /// Entries per index file.
+    pub index_entries: u32,
+    /// Flush mode.
+    pub flush_mode: FlushMode,
+    /// Largest accepted message body.
+    pub body_bytes_max: usize,
+    /// Records older than this may be deleted (RocketMQ: 72 h).
+    pub file_reserved_ms: u64,
+    /// Above this used-disk ratio the oldest segments are deleted whatever
+    /// their age (RocketMQ: 0.75).
+    pub disk_used_ratio_max: f64,
+    /// Above this used-disk ratio puts are refused (RocketMQ: 0.90).
+    pub disk_used_ratio_reject: f64,
+    /// Segments deleted per retention pass at most (RocketMQ: 10).
+    pub retention_segments_per_pass_max: usize,
+    /// On an abnormal restart, how many bytes before the checkpoint are
+    /// re-verified (CRC and offsets) to catch corruption of older data.
+    pub recovery_verify_bytes: u64,
+    /// Start even when corruption is found, truncating the log at the first
+    /// damaged record. Loses every record after it: an explicit operator
+    /// choice, never a default.
+    pub repair_truncate_corrupt: bool,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            root: String::new(),
+            commit_log_segment_bytes: 1 << 30,
+            cq_entries_per_segment: CQ_ENTRIES_PER_SEGMENT_DEFAULT,
+            index_slots: INDEX_SLOTS_DEFAULT,
+            index_entries: INDEX_ENTRIES_DEFAULT,
+            flush_mode: FlushMode::Async,
+            body_bytes_max: BODY_BYTES_MAX,
+            file_reserved_ms: 72 * 3600 * 1000,
+            disk_used_ratio_max: 0.75,
+            disk_used_ratio_reject: 0.90,
+            retention_segments_per_pass_max: 10,
+            recovery_verify_bytes: 64 << 20,
+            repair_truncate_corrupt: false,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Small segments and indexes, so tests roll over constantly.
+    pub fn for_tests() -> Self {
+        Self {
+            commit_log_segment_bytes: 64 * 1024,
+            cq_entries_per_segment: 64,
+            index_slots: 64,
+            index_entries: 256,
+            flush_mode: FlushMode::Sync,
+            ..Self::default()
+        }
+    }
+}

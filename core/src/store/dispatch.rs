@@ -1,0 +1,128 @@
+//! Dispatch: walks the CommitLog in order from the cursor and adds each
+//! record's ConsumeQueue entry and index keys. One code path serves live
+//! appends and recovery. Invariant: the cursor only moves over records
+//! whose entries have been written, so everything below it is visible.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::commit_log::is_dispatchable;
+use crate::commit_log::scan::{step, Step};
+use crate::consume_queue::CqEntry;
+use crate::disk::Disk;
+use crate::error::{Error, Result};
+use crate::message::{tags_code, Properties, StoredRecord};
+use crate::offset::{CommitLogOffset, QueueOffset};
+
+use super::MessageStore;
+
+/// Told `(topic, queue_id, new max offset)` whenever messages become
+/// visible; must be cheap and must not call back into the store's put path.
+pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset) + Send + Sync>;
+
+/// Which derived structures a dispatch writes: everything (live appends
+/// and the scan after the checkpoint) or only what recovery is rebuilding.
+#[derive(Clone, Copy)]
+pub(crate) enum Scope<'a> {
+    /// Every ConsumeQueue and the index.
+    All,
+    /// Only the listed (damaged) queues, and the index when it is rebuilt.
+    Rebuild {
+        queues: &'a BTreeSet<(String, i32)>,
+        index: bool,
+    },
+}
+
+/// The dispatch cursor.
+#[derive(Debug, Default)]
+pub(crate) struct Dispatcher {
+    /// CommitLog offset up to which records are dispatched (and visible).
+    pub(crate) cursor: u64,
+    /// Store time of the last dispatched record.
+    pub(crate) last_store_ms: i64,
+}
+
+impl<D: Disk, C: Clock> MessageStore<D, C> {
+    /// Dispatches every record below `limit` not yet dispatched, then tells
+    /// the arrival listener which queues grew.
+    pub(crate) fn dispatch_to(&self, limit: u64) -> Result<()> {
+        let mut grown: BTreeMap<(String, i32), QueueOffset> = BTreeMap::new();
+        {
+            let mut d = self.lock_dispatcher();
+            while d.cursor < limit {
+                match step(self.log.chain(), d.cursor) {
+                    Step::Record(rec, _) => {
+                        if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
+                            grown.insert((rec.topic.clone(), rec.queue_id), q);
+                        }
+                        d.cursor += u64::from(rec.total_size);
+                        d.last_store_ms = rec.store_timestamp_ms;
+                    }
+                    Step::Blank { next } => d.cursor = next,
+                    Step::End(reason) => {
+                        let e = Error::Corrupt {
+                            path: "commitlog".to_owned(),
+                            offset: d.cursor,
+                            reason,
+                        };
+                        self.log.poison(e.to_string());
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        if grown.is_empty() {
+            return Ok(());
+        }
+        let listener = self.listener.read().expect("invariant: lock not poisoned").clone();
+        if let Some(listener) = listener {
+            for ((topic, queue_id), max) in grown {
+                listener(&topic, queue_id, max);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one record's ConsumeQueue entry and index keys; returns the
+    /// queue's new max offset when an entry was added.
+    pub(crate) fn dispatch_record(
+        &self,
+        rec: &StoredRecord,
+        scope: Scope<'_>,
+    ) -> Result<Option<QueueOffset>> {
+        if !is_dispatchable(rec.sys_flag) {
+            return Ok(None);
+        }
+        let props = Properties::parse(&rec.properties).unwrap_or_default();
+        let phys = CommitLogOffset(u64::try_from(rec.phys_offset).unwrap_or(0));
+        let (to_queue, to_index) = match scope {
+            Scope::All => (true, true),
+            Scope::Rebuild { queues, index } => {
+                (queues.contains(&(rec.topic.clone(), rec.queue_id)), index)
+            }
+        };
+        let mut grown = None;
+        if to_queue {
+            let (cq, _) = self.queues.get_or_open(&rec.topic, rec.queue_id)?;
+            let q = QueueOffset(u64::try_from(rec.queue_offset).unwrap_or(0));
+            let entry = CqEntry {
+                phys_offset: phys,
+                size: rec.total_size,
+                tags_code: props.tags().map_or(0, tags_code),
+            };
+            cq.append(q, entry)?;
+            grown = Some(q.add(1));
+        }
+        if !to_index {
+            return Ok(grown);
+        }
+        if let Some(uniq) = props.uniq_key() {
+            self.index.put(&rec.topic, uniq, phys, rec.store_timestamp_ms)?;
+        }
+        for key in props.keys() {
+            self.index.put(&rec.topic, key, phys, rec.store_timestamp_ms)?;
+        }
+        Ok(grown)
+    }
+}

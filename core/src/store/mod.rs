@@ -1,0 +1,309 @@
+//! `MessageStore`: the facade the broker uses. It owns the CommitLog, the
+//! ConsumeQueues and the index, dispatches records from the log to the
+//! queues and the index in log order, and decides what consumers may see.
+//! Invariants: a put is acknowledged only after the configured durability;
+//! in SYNC flush mode consumers see only durable records; ConsumeQueue
+//! entries and index entries always point at valid records below the
+//! dispatch cursor.
+
+mod config;
+mod dispatch;
+mod get;
+mod recovery;
+mod retention;
+
+pub use config::{FlushMode, StoreConfig};
+pub use dispatch::ArrivalListener;
+pub use get::{GetResult, GetStatus, MessageFilter, TagsFilter};
+pub use retention::RetentionReport;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
+
+use bytes::Bytes;
+
+use crate::checkpoint::{Checkpoint, QueueMark, CHECKPOINT_FILE};
+use crate::clock::Clock;
+use crate::commit_log::{Appended, CommitLog};
+use crate::consume_queue::ConsumeQueueTable;
+use crate::disk::Disk;
+use crate::error::{Error, Result};
+use crate::index::IndexService;
+use crate::message::{validate_topic, MessageInput, StoredRecord};
+use crate::offset::{CommitLogOffset, QueueOffset};
+use crate::segment_chain::join;
+use dispatch::Dispatcher;
+
+/// File whose presence at start means the last run did not shut down cleanly.
+pub const ABORT_FILE: &str = "abort";
+
+/// The storage engine of one broker.
+pub struct MessageStore<D: Disk, C: Clock> {
+    config: StoreConfig,
+    disk: D,
+    clock: C,
+    log: CommitLog<D, C>,
+    queues: ConsumeQueueTable<D>,
+    index: IndexService<D>,
+    dispatcher: Mutex<Dispatcher>,
+    listener: RwLock<Option<ArrivalListener>>,
+    disk_full: AtomicBool,
+    shut_down: AtomicBool,
+    checkpointing: AtomicBool,
+}
+
+impl<D: Disk, C: Clock> MessageStore<D, C> {
+    /// Opens (recovering if needed) the store under `config.root`.
+    pub async fn open(disk: D, clock: C, config: StoreConfig) -> Result<Self> {
+        recovery::open(disk, clock, config).await
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// The CommitLog (read-only use: offsets, raw reads).
+    pub fn commit_log(&self) -> &CommitLog<D, C> {
+        &self.log
+    }
+
+    /// The ConsumeQueues.
+    pub fn consume_queues(&self) -> &ConsumeQueueTable<D> {
+        &self.queues
+    }
+
+    /// Registers the callback told about newly visible messages (the broker
+    /// wakes long-polling pulls with it).
+    pub fn set_arrival_listener(&self, listener: ArrivalListener) {
+        *self.listener.write().expect("invariant: lock not poisoned") = Some(listener);
+    }
+
+    /// Appends one message and returns once it is as durable as the flush
+    /// mode requires (`wait = false` returns before the sync in SYNC mode,
+    /// as RocketMQ's `WAIT=false`).
+    pub async fn put(&self, msg: &MessageInput, wait: bool) -> Result<Appended> {
+        self.check_put(msg)?;
+        let a = self.log.append(msg)?;
+        self.settle(a.end(), wait).await?;
+        Ok(a)
+    }
+
+    /// Appends several messages under one hold of the put lock; acknowledged
+    /// together.
+    pub async fn put_batch(&self, msgs: &[MessageInput], wait: bool) -> Result<Vec<Appended>> {
+        for m in msgs {
+            self.check_put(m)?;
+        }
+        let out = self.log.append_batch(msgs)?;
+        if let Some(last) = out.last() {
+            self.settle(last.end(), wait).await?;
+        }
+        Ok(out)
+    }
+
+    fn check_put(&self, msg: &MessageInput) -> Result<()> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        self.log.check_writable()?;
+        if self.disk_full.load(Ordering::Acquire) {
+            return Err(Error::DiskFull {
+                reason: format!(
+                    "disk use above {:.0}%",
+                    self.config.disk_used_ratio_reject * 100.0
+                ),
+            });
+        }
+        if msg.body.len() > self.config.body_bytes_max {
+            return Err(Error::MessageRejected {
+                reason: format!(
+                    "body of {} bytes exceeds the {} byte limit",
+                    msg.body.len(),
+                    self.config.body_bytes_max
+                ),
+            });
+        }
+        validate_topic(&msg.topic).map_err(|e| Error::MessageRejected {
+            reason: e.to_string(),
+        })
+    }
+
+    /// Waits for the durability the flush mode asks for, then makes the
+    /// record visible to consumers.
+    ///
+    /// A dispatch failure (say ENOSPC on a new ConsumeQueue segment) does not
+    /// fail the put: the record is already stored, and reporting failure
+    /// would make the producer treat a stored message as never sent. The
+    /// dispatch is retried by the next put or flush.
+    async fn settle(&self, end: u64, wait: bool) -> Result<()> {
+        let visible_to = match self.config.flush_mode {
+            FlushMode::Async => self.log.written().0,
+            FlushMode::Sync => {
+                if wait {
+                    self.log.wait_durable(end).await?;
+                }
+                self.log.durable().0
+            }
+        };
+        if let Err(e) = self.dispatch_to(visible_to) {
+            tracing::warn!(error = %e, "dispatch deferred; the stored record becomes visible on a later attempt");
+        }
+        Ok(())
+    }
+
+    /// Makes everything written durable and visible.
+    pub async fn flush(&self) -> Result<()> {
+        self.log.flush().await?;
+        self.dispatch_to(self.log.durable().0)
+    }
+
+    /// Offset up to which records are visible to consumers.
+    pub fn visible_offset(&self) -> CommitLogOffset {
+        CommitLogOffset(self.lock_dispatcher().cursor)
+    }
+
+    /// Smallest queue offset still stored (0 for an unknown queue).
+    pub fn min_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+        self.queues
+            .get(topic, queue_id)
+            .map_or(QueueOffset(0), |q| q.min_offset())
+    }
+
+    /// Next queue offset to be consumed after the newest visible message.
+    pub fn max_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+        self.queues
+            .get(topic, queue_id)
+            .map_or(QueueOffset(0), |q| q.max_offset())
+    }
+
+    /// The stored record at `phys`, if it is visible and intact.
+    pub fn read_at(&self, phys: CommitLogOffset) -> Result<Option<Bytes>> {
+        if phys < self.log.min_offset() || phys >= self.visible_offset() {
+            return Ok(None);
+        }
+        match crate::commit_log::scan::step(self.log.chain(), phys.0) {
+            crate::commit_log::scan::Step::Record(_, raw) => Ok(Some(raw)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Records of `topic` whose KEYS or UNIQ_KEY equals `key`, stored within
+    /// `[begin_ms, end_ms]`, newest first, at most `max`.
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<Bytes>> {
+        // Ask for extra candidates: collisions are filtered out below.
+        let candidates = self.index.query(topic, key, max.saturating_mul(2).max(max), begin_ms, end_ms)?;
+        let mut out = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for phys in candidates {
+            if out.len() >= max || !seen.insert(phys) {
+                continue;
+            }
+            let Some(raw) = self.read_at(phys)? else {
+                continue;
+            };
+            let Ok(rec) = StoredRecord::decode(&raw) else {
+                continue;
+            };
+            if rec.topic == topic && record_has_key(&rec, key) {
+                out.push(raw);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The first queue offset whose message was stored at or after `ts_ms`
+    /// (the queue's max offset when every message is older).
+    pub fn search_offset_by_time(&self, topic: &str, queue_id: i32, ts_ms: i64) -> Result<QueueOffset> {
+        let Some(q) = self.queues.get(topic, queue_id) else {
+            return Ok(QueueOffset(0));
+        };
+        q.search_by_time(ts_ms, |e| self.store_time_at(e.phys_offset))
+    }
+
+    /// Store time of the oldest message still in the queue.
+    pub fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Result<Option<i64>> {
+        let Some(q) = self.queues.get(topic, queue_id) else {
+            return Ok(None);
+        };
+        Ok(q.entry(q.min_offset())?.and_then(|e| self.store_time_at(e.phys_offset)))
+    }
+
+    fn store_time_at(&self, phys: CommitLogOffset) -> Option<i64> {
+        let raw = self.read_at(phys).ok()??;
+        StoredRecord::decode(&raw).ok().map(|r| r.store_timestamp_ms)
+    }
+
+    /// Writes a checkpoint: flushes the log up to the dispatch cursor, syncs
+    /// the ConsumeQueues and the index, then records the safe point. A
+    /// concurrent call returns at once.
+    pub async fn checkpoint(&self) -> Result<()> {
+        if self.checkpointing.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let result = self.write_checkpoint().await;
+        self.checkpointing.store(false, Ordering::Release);
+        result
+    }
+
+    async fn write_checkpoint(&self) -> Result<()> {
+        let (cp, lens) = {
+            let d = self.lock_dispatcher();
+            let queues: Vec<_> = self.queues.all();
+            let marks: Vec<QueueMark> = queues
+                .iter()
+                .map(|q| QueueMark {
+                    topic: q.topic().to_owned(),
+                    queue_id: q.queue_id(),
+                    len: q.max_offset().0,
+                })
+                .collect();
+            let cp = Checkpoint {
+                dispatched: d.cursor,
+                last_store_ms: d.last_store_ms,
+                index: self.index.mark(),
+                queues: marks,
+            };
+            (cp, queues)
+        };
+        self.log.wait_durable(cp.dispatched).await?;
+        for (q, mark) in lens.iter().zip(&cp.queues) {
+            q.sync(QueueOffset(mark.len)).await?;
+        }
+        self.index.sync().await?;
+        let path = join(&self.config.root, CHECKPOINT_FILE);
+        self.disk
+            .replace_atomically(&path, &cp.encode())
+            .await
+            .map_err(|e| Error::io("write", &path, e))
+    }
+
+    /// Flushes everything, writes a final checkpoint and removes the abort
+    /// marker, so the next start is a clean one. Puts fail afterwards.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.shut_down.store(true, Ordering::Release);
+        self.flush().await?;
+        self.write_checkpoint().await?;
+        let path = join(&self.config.root, ABORT_FILE);
+        self.disk.remove(&path).map_err(|e| Error::io("remove", &path, e))
+    }
+
+    fn lock_dispatcher(&self) -> std::sync::MutexGuard<'_, Dispatcher> {
+        self.dispatcher.lock().expect("invariant: dispatch lock not poisoned")
+    }
+}
+
+/// True when `key` is one of the record's KEYS or its UNIQ_KEY.
+fn record_has_key(rec: &StoredRecord, key: &str) -> bool {
+    let Ok(props) = crate::message::Properties::parse(&rec.properties) else {
+        return false;
+    };
+    props.uniq_key() == Some(key) || props.keys().any(|k| k == key)
+}
