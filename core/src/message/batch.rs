@@ -271,6 +271,20 @@ mod tests {
         }
 
         #[test]
+        fn decode_batch_with_a_corrupted_byte_never_panics(
+            items in proptest::collection::vec(batch_item(), 1..4),
+            index in any::<prop::sample::Index>(),
+            value in any::<u8>(),
+        ) {
+            let mut raw = encode_batch(&items).expect("encode");
+            let at = index.index(raw.len());
+            raw[at] = value;
+            if let Ok(decoded) = decode_batch(&Bytes::from(raw.clone())) {
+                prop_assert_eq!(encode_batch(&decoded).expect("encode").len(), raw.len());
+            }
+        }
+
+        #[test]
         fn decode_batch_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
             if let Ok(items) = decode_batch(&Bytes::from(bytes.clone())) {
                 // Whatever decodes re-encodes to the same bytes, magic/CRC aside.

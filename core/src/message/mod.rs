@@ -17,8 +17,14 @@ pub use java_hash::{java_string_hash, tags_code};
 pub use msg_id::{decode_offset_msg_id, offset_msg_id};
 pub use properties::{keys, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
 pub use record::{
-    encode_blank, peek_head, sys_flag, DecodeError, EncodeError, MessageInput, RecordHead,
-    RecordStamp, StoredRecord, BLANK_MAGIC, BODY_BYTES_MAX, MAGIC_V1, PROPERTIES_BYTES_MAX,
+    body_crc, encode_blank, layout, peek_head, stored_phys_offset, stored_queue_offset,
+    stored_store_timestamp_ms, sys_flag, DecodeError, EncodeError, MessageInput, RecordHead,
+    RecordStamp, StoredRecord, BLANK_HEAD_BYTES, BLANK_MAGIC, BODY_BYTES_MAX, MAGIC_V1,
+    PROPERTIES_BYTES_MAX, RECORD_BYTES_MAX, RECORD_BYTES_MIN, TOPIC_BYTES_MAX,
 };
-pub use topic::{dlq_topic, retry_topic, validate_topic, TopicError};
+pub use topic::{
+    dlq_topic, is_dlq_topic, is_retry_topic, retry_topic, validate_topic, TopicError,
+    DEFAULT_TOPIC, DLQ_GROUP_TOPIC_PREFIX, HALF_TOPIC, OP_HALF_TOPIC, RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC, TOPIC_CHARS_MAX,
+};
 pub use uniq_key::{decode_uniq_key, UniqKeyGenerator, UniqKeyParts};

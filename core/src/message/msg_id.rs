@@ -122,7 +122,9 @@ mod tests {
         }
 
         #[test]
-        fn decode_offset_msg_id_never_panics(id in "\\PC{0,60}") {
+        fn decode_offset_msg_id_never_panics(
+            id in prop_oneof!["\\PC{0,60}", "[0-9A-Fa-fG\u{e9}]{31,33}", "[0-9A-Fa-f\u{e9}]{54,57}"],
+        ) {
             if let Err(e) = decode_offset_msg_id(&id) {
                 prop_assert!(matches!(e, DecodeError::Corrupt { .. }), "{:?}", e);
             }

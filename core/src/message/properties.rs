@@ -318,7 +318,12 @@ mod tests {
         }
 
         #[test]
-        fn properties_parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn properties_parse_never_panics(
+            bytes in proptest::collection::vec(
+                prop_oneof![Just(NAME_VALUE_SEPARATOR), Just(PROPERTY_SEPARATOR), Just(b'k'), Just(0xC3), Just(0xA9), any::<u8>()],
+                0..64,
+            ),
+        ) {
             match Properties::parse(&bytes) {
                 Ok(props) => {
                     // Whatever parsed is valid, so it re-encodes and re-parses identically.

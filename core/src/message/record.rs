@@ -7,6 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use bytes::{BufMut, Bytes};
 
+use super::properties::Properties;
+
 /// Magic code of a V1 stored message (`0xDAA320A7`).
 pub const MAGIC_V1: i32 = i32::from_be_bytes([0xDA, 0xA3, 0x20, 0xA7]);
 /// Magic code of a 5.x V2 stored message (2-byte topic length); never written, rejected on read.
@@ -476,6 +478,11 @@ impl StoredRecord {
         })
     }
 
+    /// The properties string parsed.
+    pub fn parsed_properties(&self) -> Result<Properties, DecodeError> {
+        Properties::parse(&self.properties)
+    }
+
     /// The transaction type bits of SYSFLAG.
     pub fn transaction_type(&self) -> i32 {
         self.sys_flag & sys_flag::TRANSACTION_MASK
@@ -597,7 +604,7 @@ mod tests {
     #[test]
     fn record_golden_layout_ipv4() {
         let input = small_message();
-        let crc = crc32fast::hash(b"hello") & 0x7FFF_FFFF;
+        let crc: u32 = 0x3610_A686; // zlib.crc32(b"hello"), top bit already clear
         let mut expected: Vec<u8> = Vec::new();
         expected.extend_from_slice(&(91_i32 + 5 + 1 + 4).to_be_bytes()); // TOTALSIZE @0
         expected.extend_from_slice(&[0xDA, 0xA3, 0x20, 0xA7]); // MAGIC @4
@@ -644,6 +651,21 @@ mod tests {
         let record = StoredRecord::decode(&Bytes::from(encoded)).expect("decode");
         assert_eq!(record.body_crc, crc);
         assert_eq!(record.transaction_type(), sys_flag::TRANSACTION_COMMIT);
+    }
+
+    #[test]
+    fn body_crc_is_crc32_with_the_top_bit_cleared() {
+        // zlib.crc32: b"hello" → 0x3610A686 (top bit clear), b"a" → 0xE8B7BE43.
+        assert_eq!(body_crc(b"hello"), 0x3610_A686);
+        assert_eq!(body_crc(b"a"), 0x68B7_BE43);
+        let mut input = small_message();
+        input.body = Bytes::from_static(b"a");
+        let encoded = input.encode_to_vec(&STAMP).expect("encode");
+        assert_eq!(
+            encoded[layout::BODY_CRC..layout::BODY_CRC + 4],
+            [0x68, 0xB7, 0xBE, 0x43]
+        );
+        assert!(StoredRecord::decode(&Bytes::from(encoded)).is_ok());
     }
 
     #[test]
