@@ -73,7 +73,10 @@ impl Checkpoint {
             offset: 0,
             reason,
         };
-        let body_len = raw.len().checked_sub(4).ok_or_else(|| corrupt("too short"))?;
+        let body_len = raw
+            .len()
+            .checked_sub(4)
+            .ok_or_else(|| corrupt("too short"))?;
         let (body, crc) = raw.split_at(body_len);
         if crc32fast::hash(body).to_be_bytes() != crc {
             return Err(corrupt("checksum mismatch"));
@@ -102,7 +105,11 @@ impl Checkpoint {
                 .to_owned();
             let queue_id = i32::from_be_bytes(r.u32().ok_or_else(short)?.to_be_bytes());
             let len = r.u64().ok_or_else(short)?;
-            queues.push(QueueMark { topic, queue_id, len });
+            queues.push(QueueMark {
+                topic,
+                queue_id,
+                len,
+            });
         }
         if r.at != body.len() {
             return Err(corrupt("trailing bytes"));
@@ -155,8 +162,16 @@ mod tests {
                 count: 7,
             },
             queues: vec![
-                QueueMark { topic: "A".into(), queue_id: 0, len: 3 },
-                QueueMark { topic: "%RETRY%g".into(), queue_id: 0, len: 1 },
+                QueueMark {
+                    topic: "A".into(),
+                    queue_id: 0,
+                    len: 3,
+                },
+                QueueMark {
+                    topic: "%RETRY%g".into(),
+                    queue_id: 0,
+                    len: 1,
+                },
             ],
         }
     }
@@ -176,7 +191,10 @@ mod tests {
             assert!(Checkpoint::decode(&bad).is_err(), "flip at {i} accepted");
         }
         for n in 0..raw.len() {
-            assert!(Checkpoint::decode(&raw[..n]).is_err(), "prefix {n} accepted");
+            assert!(
+                Checkpoint::decode(&raw[..n]).is_err(),
+                "prefix {n} accepted"
+            );
         }
     }
 }

@@ -8,7 +8,7 @@
 //! - `offset` — `CommitLogOffset` (bytes) and `QueueOffset` (entries), kept apart by type
 //! - `commit_log` — the sequential log: put lock, segments, group commit, record scan
 //! - `consume_queue` — per topic/queue arrays of 20-byte entries, built by dispatch
-//! - `index`  — IndexFiles: `topic#key` and UNIQ_KEY to CommitLog offsets
+//! - `index`  — index files: `topic#key` and `UNIQ_KEY` to CommitLog offsets
 //! - `checkpoint` — the safe point recovery trusts
 //! - `store`  — `MessageStore`, the broker's facade: put, get, query, recovery, retention
 

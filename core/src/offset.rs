@@ -15,7 +15,7 @@ pub struct QueueOffset(pub u64);
 impl CommitLogOffset {
     /// The offset `bytes` further on.
     #[must_use]
-    pub fn add(self, bytes: u64) -> Self {
+    pub fn plus(self, bytes: u64) -> Self {
         Self(self.0 + bytes)
     }
 }
@@ -23,7 +23,7 @@ impl CommitLogOffset {
 impl QueueOffset {
     /// The offset `entries` further on.
     #[must_use]
-    pub fn add(self, entries: u64) -> Self {
+    pub fn plus(self, entries: u64) -> Self {
         Self(self.0 + entries)
     }
 }
@@ -61,7 +61,10 @@ mod tests {
     #[test]
     fn segment_names_are_twenty_digits_and_parse_back() {
         assert_eq!(segment_name(1_073_741_824), "00000000001073741824");
-        assert_eq!(parse_segment_name("00000000001073741824"), Some(1_073_741_824));
+        assert_eq!(
+            parse_segment_name("00000000001073741824"),
+            Some(1_073_741_824)
+        );
         assert_eq!(parse_segment_name("0000000000107374182"), None);
         assert_eq!(parse_segment_name("0000000000107374182x"), None);
         assert_eq!(parse_segment_name(".prep-00000000000000000000"), None);

@@ -1,5 +1,5 @@
 //! A chain of equal-sized segment files named by their start offset, forming
-//! one logical byte space (RocketMQ's MappedFileQueue). Used by the CommitLog
+//! one logical byte space (RocketMQ's `MappedFileQueue`). Used by the CommitLog
 //! and by every ConsumeQueue. Invariant: segment starts are multiples of the
 //! segment size and a write or read never straddles two segments.
 
@@ -141,17 +141,6 @@ impl<D: Disk> SegmentChain<D> {
         })?;
         seg.slice(rel, len)
             .map_err(|e| Error::io("read", &self.path_of(offset), e))
-    }
-
-    /// Reads from `offset` to the end of its segment.
-    pub(crate) fn read_to_segment_end(&self, offset: u64) -> Result<Bytes> {
-        let rest = self.segment_bytes - offset % self.segment_bytes;
-        let len = usize::try_from(rest).map_err(|_| Error::Corrupt {
-            path: self.path_of(offset),
-            offset,
-            reason: "segment larger than the address space",
-        })?;
-        self.read(offset, len)
     }
 
     /// Makes `[from, to)` durable, segment by segment, in offset order.

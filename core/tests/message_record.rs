@@ -6,12 +6,10 @@ use std::net::{IpAddr, SocketAddr};
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use sluice_core::message::record::{
-    body_crc, stored_phys_offset, stored_queue_offset, stored_store_timestamp_ms, RECORD_BYTES_MIN,
-};
 use sluice_core::message::{
-    encode_blank, peek_head, sys_flag, DecodeError, MessageInput, RecordHead, RecordStamp,
-    StoredRecord,
+    body_crc, encode_blank, peek_head, stored_phys_offset, stored_queue_offset,
+    stored_store_timestamp_ms, sys_flag, DecodeError, MessageInput, RecordHead, RecordStamp,
+    StoredRecord, RECORD_BYTES_MIN,
 };
 
 fn socket_addr(v6: bool) -> BoxedStrategy<SocketAddr> {

@@ -1,4 +1,4 @@
-//! Named behaviours of the MessageStore on the simulated disk: rollover,
+//! Named behaviours of the `MessageStore` on the simulated disk: rollover,
 //! torn tails, corruption, fsyncgate poisoning, ENOSPC, ConsumeQueue
 //! rebuild, retention, queries and visibility.
 
@@ -13,11 +13,19 @@ use support::{block_on, decode, msg};
 
 const T0_MS: u64 = 1_700_000_000_000;
 
-fn open(disk: &SimDisk, clock: &ManualClock, cfg: StoreConfig) -> MessageStore<SimDisk, ManualClock> {
+fn open(
+    disk: &SimDisk,
+    clock: &ManualClock,
+    cfg: StoreConfig,
+) -> MessageStore<SimDisk, ManualClock> {
     block_on(MessageStore::open(disk.clone(), clock.clone(), cfg)).expect("store opens")
 }
 
-fn all_bodies(store: &MessageStore<SimDisk, ManualClock>, topic: &str, queue_id: i32) -> Vec<(u64, Vec<u8>)> {
+fn all_bodies(
+    store: &MessageStore<SimDisk, ManualClock>,
+    topic: &str,
+    queue_id: i32,
+) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
     let mut next = store.min_offset(topic, queue_id);
     loop {
@@ -29,7 +37,10 @@ fn all_bodies(store: &MessageStore<SimDisk, ManualClock>, topic: &str, queue_id:
         }
         for raw in &r.messages {
             let rec = decode(raw);
-            out.push((u64::try_from(rec.queue_offset).expect("offset"), rec.body.to_vec()));
+            out.push((
+                u64::try_from(rec.queue_offset).expect("offset"),
+                rec.body.to_vec(),
+            ));
         }
         next = r.next_begin_offset;
     }
@@ -46,14 +57,18 @@ fn puts_roll_over_segments_and_read_back_in_queue_order() {
     let store = open(&disk, &clock, StoreConfig::for_tests());
     for i in 0..2_000 {
         let queue = i32::try_from(i % 3).expect("small");
-        let a = block_on(store.put(&msg("Orders", queue, &body(i), None, None), true)).expect("put");
+        let a =
+            block_on(store.put(&msg("Orders", queue, &body(i), None, None), true)).expect("put");
         assert_eq!(a.queue_offset, QueueOffset((i / 3) as u64));
     }
-    assert!(store.commit_log().chain_segments() > 3, "rollover must have happened");
+    assert!(
+        store.commit_log().chain_segments() > 3,
+        "rollover must have happened"
+    );
     for queue in 0..3 {
         let got = all_bodies(&store, "Orders", queue);
         let want: Vec<_> = (0..2_000)
-            .filter(|i| i % 3 == queue as usize)
+            .filter(|i| i % 3 == usize::try_from(queue).expect("small"))
             .enumerate()
             .map(|(q, i)| (q as u64, body(i)))
             .collect();
@@ -64,7 +79,12 @@ fn puts_roll_over_segments_and_read_back_in_queue_order() {
 #[test]
 fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
     let config = SimDiskConfig {
-        crash_weights: CrashWeights { persisted: 1, lost: 1, torn: 4, garbage: 0 },
+        crash_weights: CrashWeights {
+            persisted: 1,
+            lost: 1,
+            torn: 4,
+            garbage: 0,
+        },
         ..SimDiskConfig::default()
     };
     for seed in 0..20 {
@@ -83,7 +103,11 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
         disk.power_loss();
         let store = open(&disk, &clock, StoreConfig::for_tests());
         let got = all_bodies(&store, "T", 0);
-        assert!(got.len() >= 300, "seed {seed}: acked puts lost: {}", got.len());
+        assert!(
+            got.len() >= 300,
+            "seed {seed}: acked puts lost: {}",
+            got.len()
+        );
         for (q, (off, b)) in got.iter().enumerate() {
             assert_eq!((*off, b.clone()), (q as u64, body(q)), "seed {seed}");
         }
@@ -95,7 +119,10 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
         let path = format!("commitlog/{start:020}");
         let durable = disk.durable_contents(&path).expect("segment exists");
         let rel = usize::try_from(end - start).expect("small");
-        assert!(durable[rel..].iter().all(|b| *b == 0), "seed {seed}: tail not zeroed");
+        assert!(
+            durable[rel..].iter().all(|b| *b == 0),
+            "seed {seed}: tail not zeroed"
+        );
         // New puts continue the queue without a gap.
         let a = block_on(store.put(&msg("T", 0, b"after", None, None), true)).expect("put");
         assert_eq!(a.queue_offset, QueueOffset(got.len() as u64));
@@ -113,7 +140,7 @@ fn mid_log_corruption_is_reported_not_truncated() {
     }
     block_on(store.checkpoint()).expect("checkpoint");
     drop(store); // a crash: the abort marker stays
-    // Flip one body byte of record 100, durably.
+                 // Flip one body byte of record 100, durably.
     let victim = offsets[100];
     let seg_bytes = StoreConfig::for_tests().commit_log_segment_bytes;
     let start = victim.phys_offset.0 - victim.phys_offset.0 % seg_bytes;
@@ -127,9 +154,13 @@ fn mid_log_corruption_is_reported_not_truncated() {
     block_on(seg.sync(0, seg_bytes)).expect("sync");
     disk.power_loss();
 
-    let err = block_on(MessageStore::open(disk.clone(), clock.clone(), StoreConfig::for_tests()))
-        .err()
-        .expect("corruption must stop the start");
+    let err = block_on(MessageStore::open(
+        disk.clone(),
+        clock.clone(),
+        StoreConfig::for_tests(),
+    ))
+    .err()
+    .expect("corruption must stop the start");
     assert!(
         matches!(err, Error::Corrupt { offset, .. } if offset == victim.phys_offset.0),
         "unexpected error: {err}"
@@ -138,12 +169,21 @@ fn mid_log_corruption_is_reported_not_truncated() {
     // after the damage are still on disk for an operator to salvage.
     let last = offsets[199];
     let last_start = last.phys_offset.0 - last.phys_offset.0 % seg_bytes;
-    let durable = disk.durable_contents(&format!("commitlog/{last_start:020}")).expect("exists");
+    let durable = disk
+        .durable_contents(&format!("commitlog/{last_start:020}"))
+        .expect("exists");
     let rel = usize::try_from(last.phys_offset.0 - last_start).expect("small");
-    assert_ne!(&durable[rel..rel + 8], &[0u8; 8], "records after the damage were wiped");
+    assert_ne!(
+        &durable[rel..rel + 8],
+        &[0u8; 8],
+        "records after the damage were wiped"
+    );
 
     // An explicit repair starts, keeping everything before the damage.
-    let repair = StoreConfig { repair_truncate_corrupt: true, ..StoreConfig::for_tests() };
+    let repair = StoreConfig {
+        repair_truncate_corrupt: true,
+        ..StoreConfig::for_tests()
+    };
     let store = open(&disk, &clock, repair);
     assert_eq!(all_bodies(&store, "T", 0).len(), 100);
 }
@@ -156,12 +196,18 @@ fn failed_sync_poisons_the_log_and_nothing_is_acked_after() {
     block_on(store.put(&msg("T", 0, b"before", None, None), true)).expect("put");
     disk.fail_next_sync();
     let failed = block_on(store.put(&msg("T", 0, b"during", None, None), true));
-    assert!(failed.is_err(), "a put whose sync failed must not be acknowledged");
+    assert!(
+        failed.is_err(),
+        "a put whose sync failed must not be acknowledged"
+    );
     // The fsyncgate trap: a retried sync would now "succeed". The store
     // must refuse instead.
     let later = block_on(store.put(&msg("T", 0, b"later", None, None), true));
     assert!(matches!(later, Err(Error::Poisoned { .. })), "{later:?}");
-    assert!(matches!(block_on(store.flush()), Err(Error::Poisoned { .. })));
+    assert!(matches!(
+        block_on(store.flush()),
+        Err(Error::Poisoned { .. })
+    ));
     // The failed record never became visible to consumers.
     let got = all_bodies(&store, "T", 0);
     assert_eq!(got, vec![(0, b"before".to_vec())]);
@@ -193,16 +239,23 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
     let err = failed.expect("a put needing a new CommitLog segment must fail on a full disk");
     assert!(err.is_storage_full(), "unclear error: {err}");
     // Reads keep working and show a prefix of what was acknowledged.
-    let readable: Vec<Vec<u8>> = all_bodies(&store, "T", 0).into_iter().map(|(_, b)| b).collect();
+    let readable: Vec<Vec<u8>> = all_bodies(&store, "T", 0)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
     assert!(!readable.is_empty());
     assert_eq!(&acked[..readable.len()], &readable[..]);
     // Space returns: the failed put left nothing behind, every acknowledged
     // message becomes visible, and the queue continues without a gap.
     disk.set_capacity(None);
-    let a = block_on(store.put(&msg("T", 0, b"after space returns", None, None), true)).expect("put");
+    let a =
+        block_on(store.put(&msg("T", 0, b"after space returns", None, None), true)).expect("put");
     assert_eq!(a.queue_offset, QueueOffset(acked.len() as u64));
     acked.push(b"after space returns".to_vec());
-    let all: Vec<Vec<u8>> = all_bodies(&store, "T", 0).into_iter().map(|(_, b)| b).collect();
+    let all: Vec<Vec<u8>> = all_bodies(&store, "T", 0)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
     assert_eq!(all, acked);
 }
 
@@ -213,8 +266,17 @@ fn deleted_consume_queue_is_rebuilt_identical() {
     let store = open(&disk, &clock, StoreConfig::for_tests());
     for i in 0..500 {
         let q = i32::try_from(i % 2).expect("small");
-        block_on(store.put(&msg("T", q, &body(i), None, Some(if i % 5 == 0 { "A" } else { "B" })), true))
-            .expect("put");
+        block_on(store.put(
+            &msg(
+                "T",
+                q,
+                &body(i),
+                None,
+                Some(if i % 5 == 0 { "A" } else { "B" }),
+            ),
+            true,
+        ))
+        .expect("put");
     }
     let entries = |s: &MessageStore<SimDisk, ManualClock>| {
         let cq = s.consume_queues().get("T", 1).expect("queue");
@@ -223,7 +285,7 @@ fn deleted_consume_queue_is_rebuilt_identical() {
         while q < cq.max_offset() {
             let e = cq.entry(q).expect("read").expect("entry");
             all.push(e);
-            q = q.add(1);
+            q = q.plus(1);
         }
         all
     };
@@ -231,7 +293,8 @@ fn deleted_consume_queue_is_rebuilt_identical() {
     block_on(store.shutdown()).expect("shutdown");
     drop(store);
     for name in disk.list("consumequeue/T/1").expect("list") {
-        disk.remove(&format!("consumequeue/T/1/{name}")).expect("remove");
+        disk.remove(&format!("consumequeue/T/1/{name}"))
+            .expect("remove");
     }
     let store = open(&disk, &clock, StoreConfig::for_tests());
     assert_eq!(entries(&store), before);
@@ -242,7 +305,10 @@ fn deleted_consume_queue_is_rebuilt_identical() {
 fn retention_removes_old_segments_and_keeps_offsets_consistent() {
     let disk = SimDisk::new(6);
     let clock = ManualClock::new(T0_MS);
-    let cfg = StoreConfig { file_reserved_ms: 3_600_000, ..StoreConfig::for_tests() };
+    let cfg = StoreConfig {
+        file_reserved_ms: 3_600_000,
+        ..StoreConfig::for_tests()
+    };
     let store = open(&disk, &clock, cfg);
     for i in 0..1_000 {
         block_on(store.put(&msg("T", 0, &body(i), None, None), true)).expect("put");
@@ -254,16 +320,24 @@ fn retention_removes_old_segments_and_keeps_offsets_consistent() {
     let report = store.clean_expired().expect("retention");
     assert!(report.segments_deleted > 0, "{report:?}");
     let min = store.min_offset("T", 0);
-    assert!(min > QueueOffset(0) && min <= QueueOffset(601), "min {min:?}");
+    assert!(
+        min > QueueOffset(0) && min <= QueueOffset(601),
+        "min {min:?}"
+    );
     assert_eq!(store.max_offset("T", 0), max_before);
     let stale = store
         .get("T", 0, QueueOffset(0), 32, 1 << 20, &TagsFilter::default())
         .expect("get");
-    assert_eq!((stale.status, stale.next_begin_offset), (GetStatus::OffsetTooSmall, min));
+    assert_eq!(
+        (stale.status, stale.next_begin_offset),
+        (GetStatus::OffsetTooSmall, min)
+    );
     let got = all_bodies(&store, "T", 0);
     assert_eq!(got.first().map(|(q, _)| *q), Some(min.0));
     assert_eq!(got.len() as u64, max_before.0 - min.0);
-    assert!(got.iter().all(|(q, b)| *b == body(usize::try_from(*q).expect("small"))));
+    assert!(got
+        .iter()
+        .all(|(q, b)| *b == body(usize::try_from(*q).expect("small"))));
     // Records newer than the cutoff are kept.
     assert!(min <= QueueOffset(601));
     // And the state survives a restart.
@@ -291,12 +365,20 @@ fn query_by_key_and_unique_key_and_time() {
     assert!(hits.iter().all(|raw| {
         let rec = decode(raw);
         String::from_utf8_lossy(&rec.body).starts_with("message-") && {
-            let i: usize = String::from_utf8_lossy(&rec.body)[8..13].parse().expect("index");
+            let i: usize = String::from_utf8_lossy(&rec.body)[8..13]
+                .parse()
+                .expect("index");
             i % 50 == 7
         }
     }));
-    assert!(store.query_by_key("Other", "order-7", 32, 0, i64::MAX).expect("query").is_empty());
-    assert!(store.query_by_key("T", "order-999", 32, 0, i64::MAX).expect("query").is_empty());
+    assert!(store
+        .query_by_key("Other", "order-7", 32, 0, i64::MAX)
+        .expect("query")
+        .is_empty());
+    assert!(store
+        .query_by_key("T", "order-999", 32, 0, i64::MAX)
+        .expect("query")
+        .is_empty());
     // Search by store time: message i was stored at T0 + 10 i ms.
     let q = store
         .search_offset_by_time("T", 0, i64::try_from(T0_MS).expect("ms") + 1_000)
@@ -312,9 +394,20 @@ fn query_by_key_and_unique_key_and_time() {
 fn sync_flush_consumers_see_only_durable_messages() {
     let disk = SimDisk::new(9);
     let clock = ManualClock::new(T0_MS);
-    let store = open(&disk, &clock, StoreConfig { flush_mode: FlushMode::Sync, ..StoreConfig::for_tests() });
+    let store = open(
+        &disk,
+        &clock,
+        StoreConfig {
+            flush_mode: FlushMode::Sync,
+            ..StoreConfig::for_tests()
+        },
+    );
     block_on(store.put(&msg("T", 0, b"not yet durable", None, None), false)).expect("put");
-    assert_eq!(store.max_offset("T", 0), QueueOffset(0), "visible before it is durable");
+    assert_eq!(
+        store.max_offset("T", 0),
+        QueueOffset(0),
+        "visible before it is durable"
+    );
     block_on(store.flush()).expect("flush");
     assert_eq!(store.max_offset("T", 0), QueueOffset(1));
 }
@@ -331,12 +424,21 @@ fn clean_restart_trusts_the_checkpoint_and_does_not_rescan() {
     block_on(store.shutdown()).expect("shutdown");
     drop(store);
     // Damage a record below the checkpoint: a clean restart must not read it.
-    let seg = disk.open_segment("commitlog/00000000000000000000").expect("open").expect("exists");
+    let seg = disk
+        .open_segment("commitlog/00000000000000000000")
+        .expect("open")
+        .expect("exists");
     // The body starts 88 bytes into a record with IPv4 hosts; the CRC covers it.
-    seg.write_at(first.phys_offset.0 + 88, b"\xFF").expect("write");
+    seg.write_at(first.phys_offset.0 + 88, b"\xFF")
+        .expect("write");
     let store = open(&disk, &clock, StoreConfig::for_tests());
     assert_eq!(store.max_offset("T", 0), QueueOffset(51));
     // After a crash the same damage is found by the verification window.
     drop(store);
-    assert!(block_on(MessageStore::open(disk.clone(), clock.clone(), StoreConfig::for_tests())).is_err());
+    assert!(block_on(MessageStore::open(
+        disk.clone(),
+        clock.clone(),
+        StoreConfig::for_tests()
+    ))
+    .is_err());
 }

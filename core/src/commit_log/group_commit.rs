@@ -103,9 +103,16 @@ impl GroupCommit {
                     .await;
                 }
                 Turn::Lead { from } => {
-                    let mut guard = LeaderGuard { gc: self, live: true };
+                    let mut guard = LeaderGuard {
+                        gc: self,
+                        live: true,
+                    };
                     let to = written();
-                    let result = if to > from { sync(from, to).await } else { Ok(()) };
+                    let result = if to > from {
+                        sync(from, to).await
+                    } else {
+                        Ok(())
+                    };
                     guard.live = false;
                     self.finish_lead(to, result)?;
                 }
@@ -162,7 +169,9 @@ impl GroupCommit {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("invariant: group commit lock not poisoned")
+        self.state
+            .lock()
+            .expect("invariant: group commit lock not poisoned")
     }
 }
 

@@ -96,7 +96,10 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         queue_next: BTreeMap<String, BTreeMap<i32, u64>>,
         last_store_ms: i64,
     ) {
-        let w = self.writer.get_mut().expect("invariant: put lock not poisoned");
+        let w = self
+            .writer
+            .get_mut()
+            .expect("invariant: put lock not poisoned");
         w.pos = end;
         w.queue_next = queue_next;
         w.last_store_ms = last_store_ms;
@@ -276,7 +279,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
 
     /// Makes everything written so far durable.
     pub async fn flush(&self) -> Result<()> {
-        self.wait_durable(self.written.load(Ordering::Acquire)).await
+        self.wait_durable(self.written.load(Ordering::Acquire))
+            .await
     }
 
     /// The bytes `[offset, offset + len)`, which must lie below `written()`
@@ -298,6 +302,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     }
 
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
-        self.writer.lock().expect("invariant: put lock not poisoned")
+        self.writer
+            .lock()
+            .expect("invariant: put lock not poisoned")
     }
 }

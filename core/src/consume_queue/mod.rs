@@ -164,7 +164,10 @@ impl<D: Disk> ConsumeQueue<D> {
 
     /// True when a segment exists for every entry in `[min, max)`.
     pub(crate) fn segments_cover(&self) -> bool {
-        let (min, max) = (self.min.load(Ordering::Acquire), self.max.load(Ordering::Acquire));
+        let (min, max) = (
+            self.min.load(Ordering::Acquire),
+            self.max.load(Ordering::Acquire),
+        );
         if max == min {
             return true;
         }
@@ -210,7 +213,10 @@ impl<D: Disk> ConsumeQueue<D> {
     /// Binary search: the first entry whose phys offset is at least
     /// `log_min`, i.e. the new logical min after CommitLog retention.
     pub(crate) fn first_at_or_after(&self, log_min: CommitLogOffset) -> Result<QueueOffset> {
-        let (mut lo, mut hi) = (self.min.load(Ordering::Acquire), self.max.load(Ordering::Acquire));
+        let (mut lo, mut hi) = (
+            self.min.load(Ordering::Acquire),
+            self.max.load(Ordering::Acquire),
+        );
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             match self.entry(QueueOffset(mid))? {
@@ -245,7 +251,10 @@ impl<D: Disk> ConsumeQueue<D> {
         ts_ms: i64,
         store_time: impl Fn(CqEntry) -> Option<i64>,
     ) -> Result<QueueOffset> {
-        let (mut lo, mut hi) = (self.min.load(Ordering::Acquire), self.max.load(Ordering::Acquire));
+        let (mut lo, mut hi) = (
+            self.min.load(Ordering::Acquire),
+            self.max.load(Ordering::Acquire),
+        );
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let t = self.entry(QueueOffset(mid))?.and_then(&store_time);

@@ -68,9 +68,7 @@ impl<S: Segment> IndexFile<S> {
         entries_max: u32,
         count_max: u32,
     ) -> Result<Self> {
-        let raw = seg
-            .slice(0, HEADER_BYTES as usize)
-            .map_err(|e| Error::io("read", &path, e))?;
+        let raw = seg.slice(0, 40).map_err(|e| Error::io("read", &path, e))?;
         let get8 = |at: usize| i64::from_be_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
         let slot_count = u32::from_be_bytes(raw[32..36].try_into().expect("4 bytes"));
         let count = u32::from_be_bytes(raw[36..40].try_into().expect("4 bytes"));
@@ -106,7 +104,10 @@ impl<S: Segment> IndexFile<S> {
         let mut at = 0u64;
         while at < table_bytes {
             let n = (table_bytes - at).min(zeros.len() as u64);
-            self.write(HEADER_BYTES + at, &zeros[..usize::try_from(n).expect("<= 64 KiB")])?;
+            self.write(
+                HEADER_BYTES + at,
+                &zeros[..usize::try_from(n).expect("<= 64 KiB")],
+            )?;
             at += n;
         }
         for idx in 1..count {
@@ -156,7 +157,13 @@ impl<S: Segment> IndexFile<S> {
         let slot = self.slot_of(hash);
         let prev = self.read_slot(slot)?;
         let idx = h.count;
-        self.write_entry(idx, hash, i64::try_from(phys.0).unwrap_or(i64::MAX), diff_s, prev)?;
+        self.write_entry(
+            idx,
+            hash,
+            i64::try_from(phys.0).unwrap_or(i64::MAX),
+            diff_s,
+            prev,
+        )?;
         self.write_slot(slot, idx)?;
         h.count += 1;
         h.end_ts_ms = h.end_ts_ms.max(store_ts_ms);
@@ -167,7 +174,13 @@ impl<S: Segment> IndexFile<S> {
 
     /// Physical offsets of entries with `hash` stored within
     /// `[begin_ms, end_ms]`, newest first, at most `max`.
-    pub(crate) fn query(&self, hash: i32, begin_ms: i64, end_ms: i64, max: usize) -> Result<Vec<u64>> {
+    pub(crate) fn query(
+        &self,
+        hash: i32,
+        begin_ms: i64,
+        end_ms: i64,
+        max: usize,
+    ) -> Result<Vec<u64>> {
         let h = *self.lock();
         let mut out = Vec::new();
         let mut idx = self.read_slot(self.slot_of(hash))?;
@@ -208,7 +221,10 @@ impl<S: Segment> IndexFile<S> {
     }
 
     fn write_slot(&self, slot: u32, idx: u32) -> Result<()> {
-        self.write(HEADER_BYTES + u64::from(slot) * SLOT_BYTES, &idx.to_be_bytes())
+        self.write(
+            HEADER_BYTES + u64::from(slot) * SLOT_BYTES,
+            &idx.to_be_bytes(),
+        )
     }
 
     fn entry_at(&self, idx: u32) -> u64 {
@@ -260,6 +276,8 @@ impl<S: Segment> IndexFile<S> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Header> {
-        self.header.lock().expect("invariant: index lock not poisoned")
+        self.header
+            .lock()
+            .expect("invariant: index lock not poisoned")
     }
 }

@@ -1,5 +1,5 @@
 //! The key index: `topic#key` (each KEYS entry) and `topic#UNIQ_KEY` hashed
-//! into IndexFiles under `index/`, each named by the physical offset of its
+//! into index files under `index/`, each named by the physical offset of its
 //! first entry. A query returns candidate offsets; the store re-reads each
 //! record and keeps only true matches, so hash collisions and entries
 //! beyond a recovered log end can never surface as results.
@@ -55,7 +55,13 @@ impl<D: Disk> IndexService<D> {
     /// are removed and the newest kept file is cut back to the mark's count
     /// (re-dispatch re-adds what follows). Without a mark, every file is
     /// removed and the index is rebuilt by re-dispatch.
-    pub(crate) fn open(disk: D, dir: &str, slots: u32, entries: u32, mark: IndexMark) -> Result<Self> {
+    pub(crate) fn open(
+        disk: D,
+        dir: &str,
+        slots: u32,
+        entries: u32,
+        mark: IndexMark,
+    ) -> Result<Self> {
         let mut files = BTreeMap::new();
         let names = disk.list(dir).map_err(|e| Error::io("list", dir, e))?;
         for name in names {
@@ -65,7 +71,8 @@ impl<D: Disk> IndexService<D> {
             let path = join(dir, &name);
             let keep_up_to = mark.newest_file;
             if keep_up_to.is_none_or(|newest| start > newest) {
-                disk.remove(&path).map_err(|e| Error::io("remove", &path, e))?;
+                disk.remove(&path)
+                    .map_err(|e| Error::io("remove", &path, e))?;
                 continue;
             }
             let seg = disk
@@ -76,7 +83,11 @@ impl<D: Disk> IndexService<D> {
                     offset: 0,
                     reason: "index file listed but missing",
                 })?;
-            let count_max = if Some(start) == keep_up_to { mark.count } else { u32::MAX };
+            let count_max = if Some(start) == keep_up_to {
+                mark.count
+            } else {
+                u32::MAX
+            };
             let file = IndexFile::open(seg, path, slots, entries, count_max)?;
             files.insert(start, Arc::new(file));
         }
@@ -90,7 +101,13 @@ impl<D: Disk> IndexService<D> {
     }
 
     /// Indexes `key` of a record of `topic` at `phys`.
-    pub(crate) fn put(&self, topic: &str, key: &str, phys: CommitLogOffset, store_ts_ms: i64) -> Result<()> {
+    pub(crate) fn put(
+        &self,
+        topic: &str,
+        key: &str,
+        phys: CommitLogOffset,
+        store_ts_ms: i64,
+    ) -> Result<()> {
         let hash = index_key_hash(topic, key);
         let file = self.writable(phys)?;
         if !file.put(hash, phys, store_ts_ms)? {
@@ -124,7 +141,14 @@ impl<D: Disk> IndexService<D> {
 
     /// Candidate offsets for `topic#key` stored in `[begin_ms, end_ms]`,
     /// newest first, at most `max`.
-    pub fn query(&self, topic: &str, key: &str, max: usize, begin_ms: i64, end_ms: i64) -> Result<Vec<CommitLogOffset>> {
+    pub fn query(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<CommitLogOffset>> {
         let hash = index_key_hash(topic, key);
         let files: Vec<_> = self.lock().values().rev().cloned().collect();
         let mut out = Vec::new();
@@ -176,18 +200,24 @@ impl<D: Disk> IndexService<D> {
         let newest = files.keys().next_back().copied();
         let doomed: Vec<u64> = files
             .iter()
-            .filter(|(s, f)| Some(**s) != newest && u64::try_from(f.end_phys()).unwrap_or(0) < log_min.0)
+            .filter(|(s, f)| {
+                Some(**s) != newest && u64::try_from(f.end_phys()).unwrap_or(0) < log_min.0
+            })
             .map(|(s, _)| *s)
             .collect();
         for s in &doomed {
             files.remove(s);
             let path = join(&self.dir, &segment_name(*s));
-            self.disk.remove(&path).map_err(|e| Error::io("remove", &path, e))?;
+            self.disk
+                .remove(&path)
+                .map_err(|e| Error::io("remove", &path, e))?;
         }
         Ok(doomed.len())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Files<D>> {
-        self.files.lock().expect("invariant: index lock not poisoned")
+        self.files
+            .lock()
+            .expect("invariant: index lock not poisoned")
     }
 }

@@ -9,6 +9,7 @@ pub mod java_hash;
 pub mod msg_id;
 pub mod properties;
 pub mod record;
+pub mod stored_record;
 pub mod topic;
 pub mod uniq_key;
 
@@ -17,10 +18,13 @@ pub use java_hash::{java_string_hash, tags_code};
 pub use msg_id::{decode_offset_msg_id, offset_msg_id};
 pub use properties::{keys, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
 pub use record::{
-    body_crc, encode_blank, layout, peek_head, stored_phys_offset, stored_queue_offset,
-    stored_store_timestamp_ms, sys_flag, DecodeError, EncodeError, MessageInput, RecordHead,
-    RecordStamp, StoredRecord, BLANK_HEAD_BYTES, BLANK_MAGIC, BODY_BYTES_MAX, MAGIC_V1,
-    PROPERTIES_BYTES_MAX, RECORD_BYTES_MAX, RECORD_BYTES_MIN, TOPIC_BYTES_MAX,
+    body_crc, layout, store_timestamp_pos, sys_flag, DecodeError, EncodeError, MessageInput,
+    RecordStamp, BLANK_HEAD_BYTES, BLANK_MAGIC, BODY_BYTES_MAX, MAGIC_V1, PROPERTIES_BYTES_MAX,
+    RECORD_BYTES_MAX, RECORD_BYTES_MIN, TOPIC_BYTES_MAX,
+};
+pub use stored_record::{
+    encode_blank, peek_head, stored_phys_offset, stored_queue_offset, stored_store_timestamp_ms,
+    RecordHead, StoredRecord,
 };
 pub use topic::{
     dlq_topic, is_dlq_topic, is_retry_topic, retry_topic, validate_topic, TopicError,

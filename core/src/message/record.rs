@@ -1,13 +1,11 @@
-//! The stored-message record (RocketMQ V1 layout, big-endian) and the
-//! end-of-segment blank. Invariant: `encode_into` writes exactly
-//! `encoded_len` bytes, and `StoredRecord::decode` accepts only records whose
-//! TOTALSIZE equals the sum of their fields and whose body CRC matches.
+//! The stored-message record (RocketMQ V1 layout, big-endian): limits, field
+//! positions, SYSFLAG bits, the codec errors and the encoder. Invariant:
+//! `encode_into` writes exactly `encoded_len` bytes; decoding lives in
+//! `stored_record`.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use bytes::{BufMut, Bytes};
-
-use super::properties::Properties;
 
 /// Magic code of a V1 stored message (`0xDAA320A7`).
 pub const MAGIC_V1: i32 = i32::from_be_bytes([0xDA, 0xA3, 0x20, 0xA7]);
@@ -29,8 +27,8 @@ pub const RECORD_BYTES_MIN: usize =
 /// Size of the end-of-segment blank header (`i32 remaining | i32 BLANK_MAGIC`).
 pub const BLANK_HEAD_BYTES: usize = 8;
 
-const HOST_V4_BYTES: usize = 8;
-const HOST_V6_BYTES: usize = 20;
+pub(crate) const HOST_V4_BYTES: usize = 8;
+pub(crate) const HOST_V6_BYTES: usize = 20;
 /// TOTALSIZE..BORNTIMESTAMP plus STORETIMESTAMP.
 const FIXED_BYTES_BEFORE_HOSTS: usize = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8;
 /// RECONSUMETIMES, PREPARED TX OFFSET and the three length prefixes.
@@ -283,275 +281,6 @@ fn put_host(w: &mut impl BufMut, addr: &SocketAddr) {
     w.put_i32(i32::from(addr.port()));
 }
 
-/// A decoded stored record; `body` and `properties` are zero-copy slices of the input.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredRecord {
-    /// TOTALSIZE.
-    pub total_size: u32,
-    /// BODYCRC.
-    pub body_crc: u32,
-    /// QUEUEID.
-    pub queue_id: i32,
-    /// FLAG.
-    pub flag: i32,
-    /// QUEUEOFFSET.
-    pub queue_offset: i64,
-    /// PHYSICALOFFSET.
-    pub phys_offset: i64,
-    /// SYSFLAG.
-    pub sys_flag: i32,
-    /// BORNTIMESTAMP.
-    pub born_timestamp_ms: i64,
-    /// BORNHOST.
-    pub born_host: SocketAddr,
-    /// STORETIMESTAMP.
-    pub store_timestamp_ms: i64,
-    /// STOREHOST.
-    pub store_host: SocketAddr,
-    /// RECONSUMETIMES.
-    pub reconsume_times: i32,
-    /// PREPARED TRANSACTION OFFSET.
-    pub prepared_transaction_offset: i64,
-    /// BODY.
-    pub body: Bytes,
-    /// TOPIC.
-    pub topic: String,
-    /// PROPERTIES (the encoded string).
-    pub properties: Bytes,
-}
-
-/// A bounds-checked big-endian reader over one record.
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .ok_or(corrupt("field length overflows"))?;
-        let bytes = self
-            .buf
-            .get(self.pos..end)
-            .ok_or(corrupt("field overruns total size"))?;
-        self.pos = end;
-        Ok(bytes)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let bytes = self.take(N)?;
-        Ok(bytes.try_into().expect("invariant: take returns N bytes"))
-    }
-
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(u8::from_be_bytes(self.array()?))
-    }
-
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    fn host(&mut self, v6: bool) -> Result<SocketAddr, DecodeError> {
-        let ip = if v6 {
-            IpAddr::V6(Ipv6Addr::from(self.array::<16>()?))
-        } else {
-            IpAddr::V4(Ipv4Addr::from(self.array::<4>()?))
-        };
-        let port = u16::try_from(self.i32()?).map_err(|_| corrupt("host port out of range"))?;
-        Ok(SocketAddr::new(ip, port))
-    }
-
-    /// A length-prefixed slice, returned as a range into `buf`.
-    fn range(&mut self, len: usize) -> Result<std::ops::Range<usize>, DecodeError> {
-        let start = self.pos;
-        self.take(len)?;
-        Ok(start..self.pos)
-    }
-}
-
-fn read_i32_at(buf: &[u8], pos: usize) -> Result<i32, DecodeError> {
-    let end = pos + 4;
-    let bytes = buf.get(pos..end).ok_or(DecodeError::Incomplete {
-        needed: end,
-        have: buf.len(),
-    })?;
-    Ok(i32::from_be_bytes(
-        bytes.try_into().expect("invariant: 4 bytes"),
-    ))
-}
-
-fn read_i64_at(buf: &[u8], pos: usize) -> Result<i64, DecodeError> {
-    let end = pos + 8;
-    let bytes = buf.get(pos..end).ok_or(DecodeError::Incomplete {
-        needed: end,
-        have: buf.len(),
-    })?;
-    Ok(i64::from_be_bytes(
-        bytes.try_into().expect("invariant: 8 bytes"),
-    ))
-}
-
-/// Checks the 8-byte head of a message record and returns its TOTALSIZE.
-fn message_total_size(buf: &[u8]) -> Result<usize, DecodeError> {
-    match peek_head(buf)? {
-        RecordHead::Message { total_size } => {
-            Ok(usize::try_from(total_size).expect("invariant: u32 fits usize"))
-        }
-        RecordHead::Blank { .. } => Err(corrupt("blank record where a message was expected")),
-    }
-}
-
-impl StoredRecord {
-    /// Decodes the record at the start of `buf` (which may extend past it).
-    /// Verifies the magic, that TOTALSIZE matches the fields, and the body CRC.
-    pub fn decode(buf: &Bytes) -> Result<StoredRecord, DecodeError> {
-        let record = Self::decode_unchecked_crc(buf)?;
-        if body_crc(&record.body) != record.body_crc {
-            return Err(corrupt("body crc mismatch"));
-        }
-        Ok(record)
-    }
-
-    /// Like [`StoredRecord::decode`] but skips the body CRC check (for trusted
-    /// bytes already verified, e.g. re-reading what recovery checked).
-    pub fn decode_unchecked_crc(buf: &Bytes) -> Result<StoredRecord, DecodeError> {
-        let total = message_total_size(buf)?;
-        let record = buf.get(..total).ok_or(DecodeError::Incomplete {
-            needed: total,
-            have: buf.len(),
-        })?;
-        let mut r = Reader {
-            buf: record,
-            pos: layout::BODY_CRC,
-        };
-        let body_crc = u32::from_be_bytes(r.array()?);
-        let queue_id = r.i32()?;
-        let flag = r.i32()?;
-        let queue_offset = r.i64()?;
-        let phys_offset = r.i64()?;
-        let sys_flag = r.i32()?;
-        let born_timestamp_ms = r.i64()?;
-        let born_host = r.host(sys_flag & sys_flag::BORNHOST_V6 != 0)?;
-        let store_timestamp_ms = r.i64()?;
-        let store_host = r.host(sys_flag & sys_flag::STOREHOST_V6 != 0)?;
-        let reconsume_times = r.i32()?;
-        let prepared_transaction_offset = r.i64()?;
-        let body_len = usize::try_from(r.i32()?).map_err(|_| corrupt("negative body length"))?;
-        let body = r.range(body_len)?;
-        let topic_len = usize::from(r.u8()?);
-        let topic = std::str::from_utf8(r.take(topic_len)?)
-            .map_err(|_| corrupt("topic is not utf-8"))?
-            .to_owned();
-        let props_len =
-            usize::try_from(r.i16()?).map_err(|_| corrupt("negative properties length"))?;
-        let properties = r.range(props_len)?;
-        if r.pos != total {
-            return Err(corrupt("total size does not match fields"));
-        }
-        Ok(StoredRecord {
-            total_size: u32::try_from(total).expect("invariant: peek_head bounds total size"),
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            phys_offset,
-            sys_flag,
-            born_timestamp_ms,
-            born_host,
-            store_timestamp_ms,
-            store_host,
-            reconsume_times,
-            prepared_transaction_offset,
-            body: buf.slice(body),
-            topic,
-            properties: buf.slice(properties),
-        })
-    }
-
-    /// The properties string parsed.
-    pub fn parsed_properties(&self) -> Result<Properties, DecodeError> {
-        Properties::parse(&self.properties)
-    }
-
-    /// The transaction type bits of SYSFLAG.
-    pub fn transaction_type(&self) -> i32 {
-        self.sys_flag & sys_flag::TRANSACTION_MASK
-    }
-}
-
-/// The first 8 bytes of what sits at a CommitLog position.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecordHead {
-    /// A stored message of `total_size` bytes.
-    Message {
-        /// TOTALSIZE, within `RECORD_BYTES_MIN..=RECORD_BYTES_MAX`.
-        total_size: u32,
-    },
-    /// The end-of-segment blank; `remaining` bytes (including these 8) to the segment end.
-    Blank {
-        /// Bytes from this position to the end of the segment.
-        remaining: u32,
-    },
-}
-
-/// Reads the size and magic at the start of `buf`. Corrupt on an unknown
-/// magic or a size no valid record or blank can have.
-pub fn peek_head(buf: &[u8]) -> Result<RecordHead, DecodeError> {
-    if buf.len() < BLANK_HEAD_BYTES {
-        return Err(DecodeError::Incomplete {
-            needed: BLANK_HEAD_BYTES,
-            have: buf.len(),
-        });
-    }
-    let size = read_i32_at(buf, layout::TOTAL_SIZE)?;
-    let magic = read_i32_at(buf, layout::MAGIC)?;
-    let size = usize::try_from(size).map_err(|_| corrupt("negative record size"))?;
-    let size_u32 = u32::try_from(size).expect("invariant: from a non-negative i32");
-    match magic {
-        MAGIC_V1 if size >= RECORD_BYTES_MIN => Ok(RecordHead::Message {
-            total_size: size_u32,
-        }),
-        MAGIC_V1 => Err(corrupt("record size below minimum")),
-        BLANK_MAGIC if size >= BLANK_HEAD_BYTES => Ok(RecordHead::Blank {
-            remaining: size_u32,
-        }),
-        BLANK_MAGIC => Err(corrupt("blank size below 8")),
-        MAGIC_V2 => Err(corrupt("v2 magic is not supported")),
-        _ => Err(corrupt("unknown magic")),
-    }
-}
-
-/// The end-of-segment blank: `i32 remaining | i32 BLANK_MAGIC`. `remaining`
-/// counts from this position to the segment end, these 8 bytes included.
-pub fn encode_blank(remaining: u32) -> [u8; 8] {
-    let mut out = [0; 8];
-    out[..4].copy_from_slice(&remaining.to_be_bytes());
-    out[4..].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
-    out
-}
-
-/// PHYSICALOFFSET of the record at the start of `buf` (for recovery checks).
-pub fn stored_phys_offset(buf: &[u8]) -> Result<i64, DecodeError> {
-    message_total_size(buf)?;
-    read_i64_at(buf, layout::PHYS_OFFSET)
-}
-
-/// QUEUEOFFSET of the record at the start of `buf`.
-pub fn stored_queue_offset(buf: &[u8]) -> Result<i64, DecodeError> {
-    message_total_size(buf)?;
-    read_i64_at(buf, layout::QUEUE_OFFSET)
-}
-
 /// Position of STORETIMESTAMP, which follows the 8- or 20-byte BORNHOST.
 pub fn store_timestamp_pos(sys_flag: i32) -> usize {
     if sys_flag & sys_flag::BORNHOST_V6 == 0 {
@@ -561,16 +290,13 @@ pub fn store_timestamp_pos(sys_flag: i32) -> usize {
     }
 }
 
-/// STORETIMESTAMP of the record at the start of `buf` (recovery picks its start file by it).
-pub fn stored_store_timestamp_ms(buf: &[u8]) -> Result<i64, DecodeError> {
-    message_total_size(buf)?;
-    let sys_flag = read_i32_at(buf, layout::SYS_FLAG)?;
-    read_i64_at(buf, store_timestamp_pos(sys_flag))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::stored_record::{
+        peek_head, stored_phys_offset, stored_queue_offset, stored_store_timestamp_ms, RecordHead,
+        StoredRecord,
+    };
 
     fn small_message() -> MessageInput {
         MessageInput {
@@ -720,84 +446,6 @@ mod tests {
                 expected: 101,
                 actual: 100
             })
-        );
-    }
-
-    #[test]
-    fn decode_rejects_flipped_body_byte_as_crc_corrupt() {
-        let mut encoded = small_message().encode_to_vec(&STAMP).expect("encode");
-        encoded[88] ^= 0x01; // first body byte
-        let encoded = Bytes::from(encoded);
-        assert_eq!(
-            StoredRecord::decode(&encoded),
-            Err(corrupt("body crc mismatch"))
-        );
-        assert!(StoredRecord::decode_unchecked_crc(&encoded).is_ok());
-    }
-
-    #[test]
-    fn decode_rejects_total_size_mismatch() {
-        let mut encoded = small_message().encode_to_vec(&STAMP).expect("encode");
-        encoded.push(0);
-        encoded[3] += 1; // TOTALSIZE one larger than the fields
-        assert_eq!(
-            StoredRecord::decode(&Bytes::from(encoded.clone())),
-            Err(corrupt("total size does not match fields"))
-        );
-        encoded[3] -= 2; // one smaller: the properties overrun it
-        assert_eq!(
-            StoredRecord::decode(&Bytes::from(encoded)),
-            Err(corrupt("field overruns total size"))
-        );
-    }
-
-    #[test]
-    fn decode_reads_only_its_record_from_a_longer_buffer() {
-        let first = small_message().encode_to_vec(&STAMP).expect("encode");
-        let mut log = first.clone();
-        log.extend_from_slice(&encode_blank(64));
-        let log = Bytes::from(log);
-        let record = StoredRecord::decode(&log).expect("decode");
-        assert_eq!(record.total_size as usize, first.len());
-        assert_eq!(&record.body[..], b"hello");
-        assert_eq!(&record.properties[..], b"a\x01b\x02");
-        // Zero copy: the body points into the input buffer.
-        assert_eq!(record.body.as_ptr() as usize, log.as_ptr() as usize + 88);
-        let rest = log.slice(first.len()..);
-        assert_eq!(peek_head(&rest), Ok(RecordHead::Blank { remaining: 64 }));
-        assert_eq!(
-            StoredRecord::decode(&rest),
-            Err(corrupt("blank record where a message was expected"))
-        );
-    }
-
-    #[test]
-    fn peek_head_classifies_heads() {
-        assert_eq!(encode_blank(8), [0, 0, 0, 8, 0xCB, 0xD4, 0x31, 0x94]);
-        assert_eq!(
-            peek_head(&encode_blank(8)),
-            Ok(RecordHead::Blank { remaining: 8 })
-        );
-        assert_eq!(
-            peek_head(&encode_blank(7)),
-            Err(corrupt("blank size below 8"))
-        );
-        assert_eq!(
-            peek_head(&[0, 0, 0, 90, 0xDA, 0xA3, 0x20, 0xA7]),
-            Err(corrupt("record size below minimum"))
-        );
-        assert_eq!(
-            peek_head(&[0x80, 0, 0, 100, 0xDA, 0xA3, 0x20, 0xA7]),
-            Err(corrupt("negative record size"))
-        );
-        assert_eq!(
-            peek_head(&[0, 0, 1, 0, 0xDA, 0xA3, 0x20, 0xAB]),
-            Err(corrupt("v2 magic is not supported"))
-        );
-        assert_eq!(peek_head(&[0; 8]), Err(corrupt("unknown magic")));
-        assert_eq!(
-            peek_head(&[0; 5]),
-            Err(DecodeError::Incomplete { needed: 8, have: 5 })
         );
     }
 }

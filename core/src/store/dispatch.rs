@@ -75,7 +75,11 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if grown.is_empty() {
             return Ok(());
         }
-        let listener = self.listener.read().expect("invariant: lock not poisoned").clone();
+        let listener = self
+            .listener
+            .read()
+            .expect("invariant: lock not poisoned")
+            .clone();
         if let Some(listener) = listener {
             for ((topic, queue_id), max) in grown {
                 listener(&topic, queue_id, max);
@@ -112,16 +116,18 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 tags_code: props.tags().map_or(0, tags_code),
             };
             cq.append(q, entry)?;
-            grown = Some(q.add(1));
+            grown = Some(q.plus(1));
         }
         if !to_index {
             return Ok(grown);
         }
         if let Some(uniq) = props.uniq_key() {
-            self.index.put(&rec.topic, uniq, phys, rec.store_timestamp_ms)?;
+            self.index
+                .put(&rec.topic, uniq, phys, rec.store_timestamp_ms)?;
         }
         for key in props.keys() {
-            self.index.put(&rec.topic, key, phys, rec.store_timestamp_ms)?;
+            self.index
+                .put(&rec.topic, key, phys, rec.store_timestamp_ms)?;
         }
         Ok(grown)
     }

@@ -120,7 +120,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                     break 'outer;
                 }
                 read_any = true;
-                next = next.add(1);
+                next = next.plus(1);
                 if e.phys_offset < log_min {
                     removing = true;
                     continue;

@@ -188,7 +188,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         }
     }
 
-    /// Records of `topic` whose KEYS or UNIQ_KEY equals `key`, stored within
+    /// Records of `topic` whose `KEYS` or `UNIQ_KEY` equals `key`, stored within
     /// `[begin_ms, end_ms]`, newest first, at most `max`.
     pub fn query_by_key(
         &self,
@@ -199,7 +199,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         end_ms: i64,
     ) -> Result<Vec<Bytes>> {
         // Ask for extra candidates: collisions are filtered out below.
-        let candidates = self.index.query(topic, key, max.saturating_mul(2).max(max), begin_ms, end_ms)?;
+        let candidates =
+            self.index
+                .query(topic, key, max.saturating_mul(2).max(max), begin_ms, end_ms)?;
         let mut out = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for phys in candidates {
@@ -221,7 +223,12 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// The first queue offset whose message was stored at or after `ts_ms`
     /// (the queue's max offset when every message is older).
-    pub fn search_offset_by_time(&self, topic: &str, queue_id: i32, ts_ms: i64) -> Result<QueueOffset> {
+    pub fn search_offset_by_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        ts_ms: i64,
+    ) -> Result<QueueOffset> {
         let Some(q) = self.queues.get(topic, queue_id) else {
             return Ok(QueueOffset(0));
         };
@@ -233,12 +240,15 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let Some(q) = self.queues.get(topic, queue_id) else {
             return Ok(None);
         };
-        Ok(q.entry(q.min_offset())?.and_then(|e| self.store_time_at(e.phys_offset)))
+        Ok(q.entry(q.min_offset())?
+            .and_then(|e| self.store_time_at(e.phys_offset)))
     }
 
     fn store_time_at(&self, phys: CommitLogOffset) -> Option<i64> {
         let raw = self.read_at(phys).ok()??;
-        StoredRecord::decode(&raw).ok().map(|r| r.store_timestamp_ms)
+        StoredRecord::decode(&raw)
+            .ok()
+            .map(|r| r.store_timestamp_ms)
     }
 
     /// Writes a checkpoint: flushes the log up to the dispatch cursor, syncs
@@ -292,15 +302,19 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         self.flush().await?;
         self.write_checkpoint().await?;
         let path = join(&self.config.root, ABORT_FILE);
-        self.disk.remove(&path).map_err(|e| Error::io("remove", &path, e))
+        self.disk
+            .remove(&path)
+            .map_err(|e| Error::io("remove", &path, e))
     }
 
     fn lock_dispatcher(&self) -> std::sync::MutexGuard<'_, Dispatcher> {
-        self.dispatcher.lock().expect("invariant: dispatch lock not poisoned")
+        self.dispatcher
+            .lock()
+            .expect("invariant: dispatch lock not poisoned")
     }
 }
 
-/// True when `key` is one of the record's KEYS or its UNIQ_KEY.
+/// True when `key` is one of the record's `KEYS` or its `UNIQ_KEY`.
 fn record_has_key(rec: &StoredRecord, key: &str) -> bool {
     let Ok(props) = crate::message::Properties::parse(&rec.properties) else {
         return false;

@@ -35,50 +35,19 @@ pub(super) async fn open<D: Disk, C: Clock>(
     clock: C,
     config: StoreConfig,
 ) -> Result<MessageStore<D, C>> {
-    let root = config.root.clone();
-    let abort_path = join(&root, ABORT_FILE);
+    let abort_path = join(&config.root, ABORT_FILE);
     let abnormal = disk
         .read_small(&abort_path)
         .map_err(|e| Error::io("read", &abort_path, e))?
         .is_some();
-    let mut checkpoint = read_checkpoint(&disk, &config)?;
-    let log = CommitLog::open(
+    let checkpoint = read_checkpoint(&disk, &config)?;
+    let (log, checkpoint) = open_log(&disk, &clock, &config, checkpoint)?;
+    let (index, rebuild_index) = open_index(&disk, &config, checkpoint.as_ref())?;
+    let queues = ConsumeQueueTable::new(
         disk.clone(),
-        clock.clone(),
-        &join(&root, "commitlog"),
-        config.commit_log_segment_bytes,
-    )?;
-    let log_min = log.min_offset().0;
-    if let Some(cp) = &checkpoint {
-        let missing = cp.dispatched > log_min && log.chain().first_start().is_none();
-        if missing || cp.dispatched < log_min {
-            if !config.repair_truncate_corrupt {
-                return Err(Error::Corrupt {
-                    path: join(&root, "commitlog"),
-                    offset: cp.dispatched,
-                    reason: "CommitLog segments named by the checkpoint are missing",
-                });
-            }
-            tracing::warn!("repair: CommitLog does not cover the checkpoint; rebuilding from the log");
-            checkpoint = None;
-        }
-    }
-    let mark = checkpoint.as_ref().map_or(IndexMark::default(), |cp| cp.index);
-    let index_dir = join(&root, "index");
-    let mut index = IndexService::open(disk.clone(), &index_dir, config.index_slots, config.index_entries, mark)?;
-    let mut rebuild_index = false;
-    if mark.newest_file.is_some_and(|f| !index.has_file(f)) {
-        tracing::warn!("index file named by the checkpoint is missing; rebuilding the index");
-        index = IndexService::open(
-            disk.clone(),
-            &index_dir,
-            config.index_slots,
-            config.index_entries,
-            IndexMark::default(),
-        )?;
-        rebuild_index = true;
-    }
-    let queues = ConsumeQueueTable::new(disk.clone(), &join(&root, "consumequeue"), config.cq_entries_per_segment);
+        &join(&config.root, "consumequeue"),
+        config.cq_entries_per_segment,
+    );
     let mut store = MessageStore {
         config,
         disk,
@@ -92,89 +61,18 @@ pub(super) async fn open<D: Disk, C: Clock>(
         shut_down: AtomicBool::new(false),
         checkpointing: AtomicBool::new(false),
     };
+    let log_min = store.log.min_offset().0;
     let start = checkpoint.as_ref().map_or(log_min, |cp| cp.dispatched);
-    let mut last_store_ms = checkpoint.as_ref().map_or(0, |cp| cp.last_store_ms);
-
-    // Queues named by the checkpoint: cut back to the safe point; rebuild
-    // any whose files are damaged or missing.
-    let mut damaged = BTreeSet::new();
-    for m in checkpoint.iter().flat_map(|cp| cp.queues.iter()) {
-        let (cq, _) = store.queues.get_or_open(&m.topic, m.queue_id)?;
-        cq.truncate(QueueOffset(m.len)).await?;
-        if !store.queue_intact(&cq, start) {
-            tracing::warn!(topic = %m.topic, queue = m.queue_id, "ConsumeQueue damaged or missing; rebuilding it");
-            cq.truncate(QueueOffset(0)).await?;
-            damaged.insert((m.topic.clone(), m.queue_id));
-        }
-    }
-
-    // Below the safe point: rebuild what is damaged, and after a crash
-    // re-verify a window of the log for corruption.
-    let mut scan_from = start;
-    let verify_from = if abnormal && checkpoint.is_some() {
-        let back = start.saturating_sub(store.config.recovery_verify_bytes).max(log_min);
-        store.log.chain().segment_start(back).max(log_min)
+    let damaged = store.restore_queues(checkpoint.as_ref(), start).await?;
+    let verify = abnormal && checkpoint.is_some();
+    let scan_from = store.verify_and_rebuild(verify, start, &damaged, rebuild_index)?;
+    let last_ms = checkpoint.as_ref().map_or(0, |cp| cp.last_store_ms);
+    let (end, last_ms) = if scan_from == start {
+        store.scan_after_safe_point(start, last_ms)?
     } else {
-        start
+        (scan_from, last_ms)
     };
-    let rebuild_from = if damaged.is_empty() && !rebuild_index { start } else { log_min };
-    let walk_from = verify_from.min(rebuild_from);
-    if walk_from < start {
-        let scope = Scope::Rebuild { queues: &damaged, index: rebuild_index };
-        if let WalkEnd::Damaged { at, reason } = store.walk(walk_from, start, rebuild_from, scope)? {
-            if !store.config.repair_truncate_corrupt {
-                return Err(Error::Corrupt {
-                    path: join(&store.config.root, "commitlog"),
-                    offset: at,
-                    reason,
-                });
-            }
-            tracing::warn!(offset = at, reason, "repair: truncating the CommitLog at a corrupt record");
-            scan_from = at;
-        }
-    }
-
-    // From the safe point on: re-dispatch everything valid; the first
-    // invalid record is the end (a torn tail of unacknowledged writes).
-    let mut pos = scan_from;
-    if scan_from == start {
-        loop {
-            match step(store.log.chain(), pos) {
-                Step::Record(rec, _) => {
-                    store.dispatch_record(&rec, Scope::All)?;
-                    pos += u64::from(rec.total_size);
-                    last_store_ms = rec.store_timestamp_ms;
-                }
-                Step::Blank { next } => pos = next,
-                Step::End(reason) => {
-                    store.report_tail(pos, reason);
-                    break;
-                }
-            }
-        }
-    }
-    let end = pos;
-
-    store.log.chain().truncate(end).await?;
-    // Records found after the safe point may sit only in the page cache
-    // (a process crash keeps it): make them durable before appending after
-    // them, or a later power loss could leave a hole under synced data.
-    store.log.chain().sync(start.min(end), end).await?;
-    let mut queue_next: BTreeMap<String, BTreeMap<i32, u64>> = BTreeMap::new();
-    for cq in store.queues.all() {
-        store.trim_beyond(&cq, end).await?;
-        cq.advance_min(cq.first_at_or_after(store.log.min_offset())?)?;
-        queue_next
-            .entry(cq.topic().to_owned())
-            .or_default()
-            .insert(cq.queue_id(), cq.max_offset().0);
-    }
-    store.log.resume(end, queue_next, last_store_ms);
-    {
-        let d = store.dispatcher.get_mut().expect("invariant: lock not poisoned");
-        d.cursor = end;
-        d.last_store_ms = last_store_ms;
-    }
+    store.resume_at(start, end, last_ms).await?;
     store
         .disk
         .replace_atomically(&abort_path, b"")
@@ -185,9 +83,65 @@ pub(super) async fn open<D: Disk, C: Clock>(
     Ok(store)
 }
 
+/// Opens the CommitLog and checks it covers the checkpoint; under repair a
+/// checkpoint the log cannot honour is dropped.
+fn open_log<D: Disk, C: Clock>(
+    disk: &D,
+    clock: &C,
+    config: &StoreConfig,
+    checkpoint: Option<Checkpoint>,
+) -> Result<(CommitLog<D, C>, Option<Checkpoint>)> {
+    let dir = join(&config.root, "commitlog");
+    let log = CommitLog::open(
+        disk.clone(),
+        clock.clone(),
+        &dir,
+        config.commit_log_segment_bytes,
+    )?;
+    let log_min = log.min_offset().0;
+    let Some(cp) = checkpoint else {
+        return Ok((log, None));
+    };
+    let missing = cp.dispatched > log_min && log.chain().first_start().is_none();
+    if !missing && cp.dispatched >= log_min {
+        return Ok((log, Some(cp)));
+    }
+    if !config.repair_truncate_corrupt {
+        return Err(Error::Corrupt {
+            path: dir,
+            offset: cp.dispatched,
+            reason: "CommitLog segments named by the checkpoint are missing",
+        });
+    }
+    tracing::warn!("repair: CommitLog does not cover the checkpoint; rebuilding from the log");
+    Ok((log, None))
+}
+
+/// Opens the index at the checkpoint's mark; the flag is true when the
+/// index must be rebuilt from the start of the log.
+fn open_index<D: Disk>(
+    disk: &D,
+    config: &StoreConfig,
+    checkpoint: Option<&Checkpoint>,
+) -> Result<(IndexService<D>, bool)> {
+    let dir = join(&config.root, "index");
+    let (slots, entries) = (config.index_slots, config.index_entries);
+    let mark = checkpoint.map_or(IndexMark::default(), |cp| cp.index);
+    let index = IndexService::open(disk.clone(), &dir, slots, entries, mark)?;
+    if mark.newest_file.is_none_or(|f| index.has_file(f)) {
+        return Ok((index, checkpoint.is_none()));
+    }
+    tracing::warn!("index file named by the checkpoint is missing; rebuilding the index");
+    let index = IndexService::open(disk.clone(), &dir, slots, entries, IndexMark::default())?;
+    Ok((index, true))
+}
+
 fn read_checkpoint<D: Disk>(disk: &D, config: &StoreConfig) -> Result<Option<Checkpoint>> {
     let path = join(&config.root, CHECKPOINT_FILE);
-    let Some(raw) = disk.read_small(&path).map_err(|e| Error::io("read", &path, e))? else {
+    let Some(raw) = disk
+        .read_small(&path)
+        .map_err(|e| Error::io("read", &path, e))?
+    else {
         return Ok(None);
     };
     match Checkpoint::decode(&raw) {
@@ -201,6 +155,126 @@ fn read_checkpoint<D: Disk>(disk: &D, config: &StoreConfig) -> Result<Option<Che
 }
 
 impl<D: Disk, C: Clock> MessageStore<D, C> {
+    /// Cuts every queue named by the checkpoint back to its safe length and
+    /// returns those whose files are damaged or missing (emptied, to be
+    /// rebuilt from the log).
+    async fn restore_queues(
+        &self,
+        checkpoint: Option<&Checkpoint>,
+        start: u64,
+    ) -> Result<BTreeSet<(String, i32)>> {
+        let mut damaged = BTreeSet::new();
+        for m in checkpoint.iter().flat_map(|cp| cp.queues.iter()) {
+            let (cq, _) = self.queues.get_or_open(&m.topic, m.queue_id)?;
+            cq.truncate(QueueOffset(m.len)).await?;
+            if !self.queue_intact(&cq, start) {
+                tracing::warn!(topic = %m.topic, queue = m.queue_id, "ConsumeQueue damaged or missing; rebuilding it");
+                cq.truncate(QueueOffset(0)).await?;
+                damaged.insert((m.topic.clone(), m.queue_id));
+            }
+        }
+        Ok(damaged)
+    }
+
+    /// Below the safe point: rebuilds damaged queues (and the index) from
+    /// the start of the log and, after a crash, re-verifies a window of the
+    /// log. Returns where the forward scan starts: `start`, or the damaged
+    /// offset when a repair truncates there.
+    fn verify_and_rebuild(
+        &self,
+        verify: bool,
+        start: u64,
+        damaged: &BTreeSet<(String, i32)>,
+        rebuild_index: bool,
+    ) -> Result<u64> {
+        let log_min = self.log.min_offset().0;
+        let verify_from = if verify {
+            let back = start
+                .saturating_sub(self.config.recovery_verify_bytes)
+                .max(log_min);
+            self.log.chain().segment_start(back).max(log_min)
+        } else {
+            start
+        };
+        let rebuild_from = if damaged.is_empty() && !rebuild_index {
+            start
+        } else {
+            log_min
+        };
+        let walk_from = verify_from.min(rebuild_from);
+        if walk_from >= start {
+            return Ok(start);
+        }
+        let scope = Scope::Rebuild {
+            queues: damaged,
+            index: rebuild_index,
+        };
+        match self.walk(walk_from, start, rebuild_from, scope)? {
+            WalkEnd::Reached => Ok(start),
+            WalkEnd::Damaged { at, reason } if self.config.repair_truncate_corrupt => {
+                tracing::warn!(
+                    offset = at,
+                    reason,
+                    "repair: truncating the CommitLog at a corrupt record"
+                );
+                Ok(at)
+            }
+            WalkEnd::Damaged { at, reason } => Err(Error::Corrupt {
+                path: join(&self.config.root, "commitlog"),
+                offset: at,
+                reason,
+            }),
+        }
+    }
+
+    /// From the safe point on, re-dispatches every valid record; the first
+    /// invalid one is the end (a torn tail of unacknowledged writes).
+    fn scan_after_safe_point(&self, start: u64, mut last_ms: i64) -> Result<(u64, i64)> {
+        let mut pos = start;
+        loop {
+            match step(self.log.chain(), pos) {
+                Step::Record(rec, _) => {
+                    self.dispatch_record(&rec, Scope::All)?;
+                    pos += u64::from(rec.total_size);
+                    last_ms = rec.store_timestamp_ms;
+                }
+                Step::Blank { next } => pos = next,
+                Step::End(reason) => {
+                    self.report_tail(pos, reason);
+                    return Ok((pos, last_ms));
+                }
+            }
+        }
+    }
+
+    /// Truncates and zeroes the log after `end`, makes `[start, end)`
+    /// durable, trims queues to the log and sets the write position.
+    async fn resume_at(&mut self, start: u64, end: u64, last_ms: i64) -> Result<()> {
+        self.log.chain().truncate(end).await?;
+        // Records found after the safe point may sit only in the page cache
+        // (a process crash keeps it): make them durable before appending
+        // after them, or a later power loss could leave a hole under
+        // synced data.
+        self.log.chain().sync(start.min(end), end).await?;
+        let mut queue_next: BTreeMap<String, BTreeMap<i32, u64>> = BTreeMap::new();
+        for cq in self.queues.all() {
+            self.trim_beyond(&cq, end).await?;
+            cq.advance_min(cq.first_at_or_after(self.log.min_offset())?)?;
+            queue_next
+                .entry(cq.topic().to_owned())
+                .or_default()
+                .insert(cq.queue_id(), cq.max_offset().0);
+        }
+        self.log.resume(end, queue_next, last_ms);
+        let d = self
+            .dispatcher
+            .get_mut()
+            .expect("invariant: lock not poisoned");
+        d.cursor = end;
+        d.last_store_ms = last_ms;
+        Ok(())
+    }
+
     /// Walks records from `from` (a record boundary) to exactly `to`,
     /// dispatching in `scope` those at or after `dispatch_from`.
     fn walk(&self, from: u64, to: u64, dispatch_from: u64, scope: Scope<'_>) -> Result<WalkEnd> {

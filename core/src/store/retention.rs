@@ -32,11 +32,15 @@ pub struct RetentionReport {
 impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Runs one retention pass (the broker calls it every ~10 s).
     pub fn clean_expired(&self) -> Result<RetentionReport> {
-        let space = self.disk.space().map_err(|e| Error::io("statvfs", &self.config.root, e))?;
+        let space = self
+            .disk
+            .space()
+            .map_err(|e| Error::io("statvfs", &self.config.root, e))?;
         let used_ratio = space.used_ratio();
         let over_ratio = used_ratio > self.config.disk_used_ratio_max;
         let now_ms = i64::try_from(self.clock.wall_ms()).unwrap_or(i64::MAX);
-        let cutoff_ms = now_ms.saturating_sub(i64::try_from(self.config.file_reserved_ms).unwrap_or(i64::MAX));
+        let cutoff_ms =
+            now_ms.saturating_sub(i64::try_from(self.config.file_reserved_ms).unwrap_or(i64::MAX));
         let chain = self.log.chain();
         let seg = chain.segment_bytes();
         let visible = self.visible_offset().0;
@@ -45,7 +49,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         // Never the last (active) segment, never one holding undispatched data.
         for pair in starts.windows(2) {
             let (start, next) = (pair[0], pair[1]);
-            if doomed.len() >= self.config.retention_segments_per_pass_max || start + seg > visible {
+            if doomed.len() >= self.config.retention_segments_per_pass_max || start + seg > visible
+            {
                 break;
             }
             // A segment's newest record is no newer than the next
@@ -75,7 +80,11 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             }
             report.segments_deleted = doomed.len();
             report.index_files_deleted = self.index.remove_below(new_min)?;
-            tracing::info!(deleted = doomed.len(), log_min = new_min.0, "retention removed CommitLog segments");
+            tracing::info!(
+                deleted = doomed.len(),
+                log_min = new_min.0,
+                "retention removed CommitLog segments"
+            );
         }
         let full = used_ratio > self.config.disk_used_ratio_reject;
         if full != self.disk_full.swap(full, Ordering::AcqRel) {

@@ -14,7 +14,13 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 /// A message for `topic`/`queue_id` with optional KEYS and TAGS.
-pub fn msg(topic: &str, queue_id: i32, body: &[u8], key: Option<&str>, tags: Option<&str>) -> MessageInput {
+pub fn msg(
+    topic: &str,
+    queue_id: i32,
+    body: &[u8],
+    key: Option<&str>,
+    tags: Option<&str>,
+) -> MessageInput {
     let mut props = Properties::new();
     if let Some(k) = key {
         props.insert(keys::KEYS, k).expect("valid property");
