@@ -147,9 +147,9 @@ pub struct MessageInput {
     pub sys_flag: i32,
     /// When the producer created the message.
     pub born_timestamp_ms: i64,
-    /// The producer's address.
+    /// The producer's address (IPv6 flow info and scope id are not stored).
     pub born_host: SocketAddr,
-    /// The storing broker's address.
+    /// The storing broker's address (IPv6 flow info and scope id are not stored).
     pub store_host: SocketAddr,
     /// How many times the message was sent back for reconsumption.
     pub reconsume_times: i32,
