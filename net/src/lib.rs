@@ -1,4 +1,21 @@
 //! sluice-net: the RocketMQ 4.x remoting protocol, the RPC layer and the
 //! transport seam (tokio in production, turmoil in simulation).
 //!
-//! Nothing is implemented yet; see the wire issue.
+//! Module map:
+//! - [`remoting`]: frames, [`RemotingCommand`], JSON and ROCKETMQ binary
+//!   headers, request and response code tables, frame limits.
+//! - [`header`]: typed request/response headers and their `extFields` mapping.
+//! - [`body`]: JSON bodies (routes and cluster info with fastjson integer
+//!   keys, heartbeat, lock batch, broker registration, consumer list).
+//! - [`transport`]: the [`Transport`] seam with tokio and (feature `turmoil`)
+//!   turmoil implementations, and the framed reader/writer.
+//! - [`rpc`]: [`RpcClient`], [`RpcServer`], the [`Handler`] trait and
+//!   [`ConnectionHandle`] for server-initiated requests.
+
+pub mod body;
+mod error;
+pub mod header;
+pub mod remoting;
+
+pub use error::{Error, FrameError, Result};
+pub use remoting::RemotingCommand;

@@ -1,0 +1,69 @@
+//! Criterion micro-benchmarks: encode and decode of a `SEND_MESSAGE_V2` frame
+//! with a 1 KiB body, for both header encodings.
+
+use bytes::BytesMut;
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use sluice_net::header::SendMessageRequestHeaderV2;
+use sluice_net::remoting::frame::{self, FrameLimits};
+use sluice_net::remoting::{request_code, SerializeType};
+use sluice_net::RemotingCommand;
+
+fn send_v2(serialize_type: SerializeType) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2 {
+        a: "please_rename_unique_group_name".into(),
+        b: "TopicTest".into(),
+        c: "TBW102".into(),
+        d: 4,
+        e: 3,
+        f: 0,
+        g: 1_700_000_000_000,
+        h: 0,
+        i: Some("KEYS\u{1}order-42\u{2}UNIQ_KEY\u{1}7F0000010001000000000000000000AB\u{2}WAIT\u{1}true\u{2}TAGS\u{1}TagA\u{2}".into()),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(false),
+        n: Some("broker-a".into()),
+    };
+    let mut cmd = RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &header)
+        .with_body(vec![b'x'; 1024]);
+    cmd.opaque = 12_345;
+    cmd.serialize_type = serialize_type;
+    cmd
+}
+
+fn codec(c: &mut Criterion) {
+    let limits = FrameLimits::default();
+    for (name, st) in [
+        ("json", SerializeType::Json),
+        ("rocketmq", SerializeType::RocketMq),
+    ] {
+        let cmd = send_v2(st);
+        let wire = frame::encode_to_bytes(&cmd, &limits).expect("encodable");
+        let mut group = c.benchmark_group(format!("send_v2_1KiB_{name}"));
+        group.throughput(Throughput::Elements(1));
+        group.bench_function("encode", |b| {
+            let mut buf = BytesMut::with_capacity(4096);
+            b.iter(|| {
+                buf.clear();
+                frame::encode(&cmd, &limits, &mut buf).expect("encodable");
+                criterion::black_box(buf.len())
+            });
+        });
+        group.bench_function("decode", |b| {
+            b.iter_batched(
+                || BytesMut::from(&wire[..]),
+                |mut buf| {
+                    frame::decode(&mut buf, &limits)
+                        .expect("valid")
+                        .expect("complete")
+                },
+                BatchSize::SmallInput,
+            );
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, codec);
+criterion_main!(benches);

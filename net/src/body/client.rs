@@ -1,0 +1,138 @@
+//! Client bodies: `HEART_BEAT`'s `HeartbeatData`, LOCK/`UNLOCK_BATCH_MQ` bodies
+//! and `GET_CONSUMER_LIST_BY_GROUP`'s answer. Enum-like fields stay strings so
+//! deprecated or future values never fail a heartbeat.
+
+use serde::{Deserialize, Serialize};
+
+/// A queue: topic, broker name and queue ID.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MessageQueue {
+    /// Topic.
+    pub topic: String,
+    /// Broker name.
+    pub broker_name: String,
+    /// Queue ID.
+    pub queue_id: i32,
+}
+
+/// `HEART_BEAT` (34) body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HeartbeatData {
+    /// `ip@instance`.
+    #[serde(rename = "clientID")]
+    pub client_id: String,
+    /// Producer groups of this client.
+    pub producer_data_set: Vec<ProducerData>,
+    /// Consumer groups of this client.
+    pub consumer_data_set: Vec<ConsumerData>,
+}
+
+/// One producer group.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProducerData {
+    /// Group name.
+    pub group_name: String,
+}
+
+/// One consumer group and its subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsumerData {
+    /// Group name.
+    pub group_name: String,
+    /// `CONSUME_PASSIVELY` (push) or `CONSUME_ACTIVELY` (pull).
+    pub consume_type: String,
+    /// `CLUSTERING` or `BROADCASTING`.
+    pub message_model: String,
+    /// `CONSUME_FROM_LAST_OFFSET`, `..._FIRST_OFFSET`, `..._TIMESTAMP`, ...
+    pub consume_from_where: String,
+    /// Subscriptions.
+    pub subscription_data_set: Vec<SubscriptionData>,
+    /// Unit mode.
+    pub unit_mode: bool,
+}
+
+/// One topic subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubscriptionData {
+    /// Class filter mode.
+    pub class_filter_mode: bool,
+    /// Topic.
+    pub topic: String,
+    /// Expression: `*`, `a||b`, or SQL92.
+    pub sub_string: String,
+    /// Tags.
+    pub tags_set: Vec<String>,
+    /// Java `String.hashCode` of each tag.
+    pub code_set: Vec<i32>,
+    /// Version (ms timestamp).
+    pub sub_version: i64,
+    /// `TAG` or `SQL92`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expression_type: Option<String>,
+}
+
+/// `LOCK_BATCH_MQ` (41) and `UNLOCK_BATCH_MQ` (42) request body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LockBatchRequestBody {
+    /// Consumer group.
+    pub consumer_group: String,
+    /// Client ID.
+    pub client_id: String,
+    /// Only lock on this broker.
+    pub only_this_broker: bool,
+    /// Queues to lock.
+    pub mq_set: Vec<MessageQueue>,
+}
+
+/// `LOCK_BATCH_MQ` response body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LockBatchResponseBody {
+    /// Queues now locked by the requester.
+    #[serde(rename = "lockOKMQSet")]
+    pub lock_ok_mq_set: Vec<MessageQueue>,
+}
+
+/// `GET_CONSUMER_LIST_BY_GROUP` (38) response body.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsumerListBody {
+    /// Client IDs in the group.
+    pub consumer_id_list: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_java_heartbeat() {
+        let json = br#"{"clientID":"10.0.0.1@123#456","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"g","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1700000000000,"tagsSet":[],"topic":"T"}],"unitMode":false}],"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}]}"#;
+        let hb: HeartbeatData = crate::body::decode(json, "HeartbeatData").expect("parses");
+        assert_eq!(hb.client_id, "10.0.0.1@123#456");
+        assert_eq!(hb.consumer_data_set[0].subscription_data_set[0].topic, "T");
+        assert_eq!(hb.producer_data_set[0].group_name, "CLIENT_INNER_PRODUCER");
+    }
+
+    #[test]
+    fn lock_response_uses_rocketmq_key() {
+        let body = LockBatchResponseBody {
+            lock_ok_mq_set: vec![MessageQueue {
+                topic: "T".into(),
+                broker_name: "b".into(),
+                queue_id: 1,
+            }],
+        };
+        let json = crate::body::encode(&body, "LockBatchResponseBody").expect("serializable");
+        assert_eq!(
+            String::from_utf8(json).expect("utf8"),
+            r#"{"lockOKMQSet":[{"topic":"T","brokerName":"b","queueId":1}]}"#
+        );
+    }
+}

@@ -1,0 +1,43 @@
+//! Admin headers: create and delete topics, consume stats.
+
+use super::command_header;
+
+command_header! {
+    /// `UPDATE_AND_CREATE_TOPIC` (17) request header.
+    CreateTopicRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+        /// Template topic.
+        default_topic: String = "defaultTopic",
+        /// Read queue count.
+        read_queue_nums: i32 = "readQueueNums",
+        /// Write queue count.
+        write_queue_nums: i32 = "writeQueueNums",
+        /// Permission bits (INHERIT 1, WRITE 2, READ 4).
+        perm: i32 = "perm",
+        /// `SINGLE_TAG` or `MULTI_TAG`.
+        topic_filter_type: String = "topicFilterType",
+        /// Topic sys flag.
+        topic_sys_flag: Option<i32> = "topicSysFlag",
+        /// Ordered topic.
+        order: bool = "order",
+    }
+}
+
+command_header! {
+    /// `DELETE_TOPIC_IN_BROKER` (215) and `DELETE_TOPIC_IN_NAMESRV` (216) request header.
+    DeleteTopicRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+    }
+}
+
+command_header! {
+    /// `GET_CONSUME_STATS` (208) request header.
+    GetConsumeStatsRequestHeader {
+        /// Consumer group.
+        consumer_group: String = "consumerGroup",
+        /// Restrict to one topic.
+        topic: Option<String> = "topic",
+    }
+}

@@ -1,0 +1,150 @@
+//! How one typed-header field maps to an `extFields` entry: values are
+//! rendered as Java's `toString()` would, required fields must be present,
+//! `Option` fields may be absent.
+
+use std::collections::BTreeMap;
+
+use crate::{Error, Result};
+
+/// A scalar that appears as a string in `extFields`.
+pub trait FieldValue: Sized {
+    /// Parses the wire text; `None` if it is not a valid value.
+    fn parse(text: &str) -> Option<Self>;
+    /// Renders the value as Java's `toString()` would.
+    fn render(&self) -> String;
+}
+
+impl FieldValue for String {
+    fn parse(text: &str) -> Option<Self> {
+        Some(text.to_owned())
+    }
+    fn render(&self) -> String {
+        self.clone()
+    }
+}
+
+macro_rules! numeric_field {
+    ($($ty:ty),*) => {$(
+        impl FieldValue for $ty {
+            fn parse(text: &str) -> Option<Self> {
+                text.parse().ok()
+            }
+            fn render(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+numeric_field!(i32, i64);
+
+impl FieldValue for bool {
+    /// Like Java's `Boolean.parseBoolean`, but strict: `true`/`false` in any
+    /// case; anything else is invalid rather than silently `false`.
+    fn parse(text: &str) -> Option<Self> {
+        if text.eq_ignore_ascii_case("true") {
+            Some(true)
+        } else if text.eq_ignore_ascii_case("false") {
+            Some(false)
+        } else {
+            None
+        }
+    }
+    fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// A typed-header field: reads itself from and writes itself to `extFields`.
+pub trait HeaderField: Sized {
+    /// Reads the field named `key`.
+    fn read(ext: &BTreeMap<String, String>, key: &'static str) -> Result<Self>;
+    /// Writes the field under `key` (absent optional fields write nothing).
+    fn write(&self, key: &'static str, ext: &mut BTreeMap<String, String>);
+}
+
+fn parse_present<T: FieldValue>(key: &'static str, text: &str) -> Result<T> {
+    T::parse(text).ok_or_else(|| Error::InvalidField {
+        field: key,
+        value: text.to_owned(),
+    })
+}
+
+impl<T: FieldValue> HeaderField for T {
+    fn read(ext: &BTreeMap<String, String>, key: &'static str) -> Result<Self> {
+        let text = ext.get(key).ok_or(Error::MissingField { field: key })?;
+        parse_present(key, text)
+    }
+    fn write(&self, key: &'static str, ext: &mut BTreeMap<String, String>) {
+        ext.insert(key.to_owned(), self.render());
+    }
+}
+
+impl<T: FieldValue> HeaderField for Option<T> {
+    fn read(ext: &BTreeMap<String, String>, key: &'static str) -> Result<Self> {
+        ext.get(key)
+            .map(|text| parse_present(key, text))
+            .transpose()
+    }
+    fn write(&self, key: &'static str, ext: &mut BTreeMap<String, String>) {
+        if let Some(value) = self {
+            ext.insert(key.to_owned(), value.render());
+        }
+    }
+}
+
+/// Test support: builds any field from a random seed, so a macro-generated
+/// header can be built from a vector of seeds in property tests.
+#[cfg(test)]
+pub(crate) mod sample {
+    /// Random material for one field.
+    #[derive(Debug, Clone)]
+    pub struct Seed {
+        pub present: bool,
+        pub text: String,
+        pub number: i64,
+    }
+
+    pub trait Sample {
+        fn sample(seed: &Seed) -> Self;
+    }
+
+    impl Sample for String {
+        fn sample(seed: &Seed) -> Self {
+            seed.text.clone()
+        }
+    }
+    impl Sample for i64 {
+        fn sample(seed: &Seed) -> Self {
+            seed.number
+        }
+    }
+    impl Sample for i32 {
+        fn sample(seed: &Seed) -> Self {
+            #[allow(clippy::cast_possible_truncation)]
+            let v = seed.number as i32;
+            v
+        }
+    }
+    impl Sample for bool {
+        fn sample(seed: &Seed) -> Self {
+            seed.number % 2 == 0
+        }
+    }
+    impl<T: Sample> Sample for Option<T> {
+        fn sample(seed: &Seed) -> Self {
+            seed.present.then(|| T::sample(seed))
+        }
+    }
+
+    pub fn seeds(n: usize) -> impl proptest::strategy::Strategy<Value = Vec<Seed>> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            (any::<bool>(), ".{0,12}", any::<i64>()).prop_map(|(present, text, number)| Seed {
+                present,
+                text,
+                number,
+            }),
+            n,
+        )
+    }
+}

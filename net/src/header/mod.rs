@@ -1,0 +1,242 @@
+//! Typed request and response headers (spec §2) and their conversion to and
+//! from `extFields`. Required fields must be present; unknown keys (such as
+//! `AccessKey`, `Signature`, `OnsChannel`, `ns`, `nsd`, `bname`, `oway`,
+//! `lo`) are ignored.
+
+use std::collections::BTreeMap;
+
+use crate::Result;
+
+mod admin;
+mod consumer;
+pub mod field;
+mod namesrv;
+mod offset;
+mod pull;
+mod query;
+mod send;
+mod transaction;
+
+pub use admin::*;
+pub use consumer::*;
+pub use namesrv::*;
+pub use offset::*;
+pub use pull::*;
+pub use query::*;
+pub use send::*;
+pub use transaction::*;
+
+/// A typed header that flattens into a command's `extFields`.
+pub trait CommandHeader: Sized {
+    /// Writes every present field into `ext`.
+    fn to_ext_fields(&self, ext: &mut BTreeMap<String, String>);
+    /// Reads the header, failing with the name of the first missing or
+    /// invalid required field.
+    fn from_ext_fields(ext: &BTreeMap<String, String>) -> Result<Self>;
+}
+
+/// Declares a header struct whose fields map one-to-one onto `extFields`
+/// keys. `Option` fields are optional on the wire; all others are required.
+macro_rules! command_header {
+    (
+        $(#[$meta:meta])*
+        $name:ident {
+            $( $(#[$fmeta:meta])* $field:ident : $ty:ty = $key:literal, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $crate::header::CommandHeader for $name {
+            fn to_ext_fields(&self, ext: &mut ::std::collections::BTreeMap<String, String>) {
+                $( $crate::header::field::HeaderField::write(&self.$field, $key, ext); )*
+            }
+            fn from_ext_fields(
+                ext: &::std::collections::BTreeMap<String, String>,
+            ) -> $crate::Result<Self> {
+                Ok(Self {
+                    $( $field: $crate::header::field::HeaderField::read(ext, $key)?, )*
+                })
+            }
+        }
+
+        impl $name {
+            /// The wire names of every field, in declaration order.
+            pub const FIELDS: &'static [&'static str] = &[$($key),*];
+
+            /// Builds a header from one random seed per field (property tests).
+            #[cfg(test)]
+            #[allow(dead_code)]
+            pub(crate) fn from_seeds(seeds: &[$crate::header::field::sample::Seed]) -> Self {
+                let mut it = seeds.iter();
+                Self {
+                    $( $field: $crate::header::field::sample::Sample::sample(
+                        it.next().expect("invariant: one seed per field"),
+                    ), )*
+                }
+            }
+        }
+    };
+}
+pub(crate) use command_header;
+
+/// Converts a header to an `extFields` map (convenience for tests and callers).
+pub fn to_map(header: &impl CommandHeader) -> BTreeMap<String, String> {
+    let mut ext = BTreeMap::new();
+    header.to_ext_fields(&mut ext);
+    ext
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::field::sample::seeds;
+    use super::*;
+    use crate::remoting::frame::{self, FrameLimits};
+    use crate::remoting::{request_code, SerializeType};
+    use crate::{Error, RemotingCommand};
+
+    /// Round-trips a header through extFields and through a whole frame in
+    /// both header encodings.
+    fn check<H: CommandHeader + PartialEq + std::fmt::Debug>(header: &H) {
+        let ext = to_map(header);
+        assert_eq!(&H::from_ext_fields(&ext).expect("decodes"), header);
+        for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
+            let mut cmd =
+                RemotingCommand::request(request_code::SEND_MESSAGE_V2).with_header(header);
+            cmd.serialize_type = serialize_type;
+            let bytes = frame::encode_to_bytes(&cmd, &FrameLimits::default()).expect("encodes");
+            let (back, _) = frame::decode_slice(&bytes, &FrameLimits::default()).expect("decodes");
+            assert_eq!(&back.header::<H>().expect("typed"), header);
+        }
+    }
+
+    macro_rules! round_trip_all {
+        ($($ty:ident),* $(,)?) => {$(
+            #[allow(non_snake_case)]
+            mod $ty {
+                use super::super::*;
+                proptest! {
+                    #![proptest_config(ProptestConfig::with_cases(64))]
+                    #[test]
+                    fn round_trips(s in seeds(crate::header::$ty::FIELDS.len())) {
+                        check(&crate::header::$ty::from_seeds(&s));
+                    }
+                }
+            }
+        )*};
+    }
+
+    mod round_trip {
+        round_trip_all!(
+            SendMessageRequestHeader,
+            SendMessageRequestHeaderV2,
+            SendMessageResponseHeader,
+            PullMessageRequestHeader,
+            PullMessageResponseHeader,
+            QueryConsumerOffsetRequestHeader,
+            UpdateConsumerOffsetRequestHeader,
+            QueueRequestHeader,
+            SearchOffsetRequestHeader,
+            OffsetResponseHeader,
+            EarliestMsgStoretimeResponseHeader,
+            QueryMessageRequestHeader,
+            QueryMessageResponseHeader,
+            ViewMessageRequestHeader,
+            UnregisterClientRequestHeader,
+            GetConsumerListByGroupRequestHeader,
+            NotifyConsumerIdsChangedRequestHeader,
+            ConsumerSendMsgBackRequestHeader,
+            GetConsumerRunningInfoRequestHeader,
+            ConsumeMessageDirectlyRequestHeader,
+            EndTransactionRequestHeader,
+            CheckTransactionStateRequestHeader,
+            RegisterBrokerRequestHeader,
+            RegisterBrokerResponseHeader,
+            BrokerIdentityRequestHeader,
+            QueryDataVersionResponseHeader,
+            GetRouteInfoRequestHeader,
+            GetTopicsByClusterRequestHeader,
+            PutKvConfigRequestHeader,
+            KvConfigKeyRequestHeader,
+            GetKvConfigResponseHeader,
+            CreateTopicRequestHeader,
+            DeleteTopicRequestHeader,
+            GetConsumeStatsRequestHeader,
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn send_v1_and_v2_carry_the_same_fields(s in seeds(SendMessageRequestHeader::FIELDS.len())) {
+            let v1 = SendMessageRequestHeader::from_seeds(&s);
+            let v2 = SendMessageRequestHeaderV2::from(v1.clone());
+            let cmd = RemotingCommand::request(request_code::SEND_MESSAGE_V2).with_header(&v2);
+            prop_assert_eq!(SendMessageRequestHeader::from_request(&cmd).expect("v2"), v1.clone());
+            let cmd = RemotingCommand::request(request_code::SEND_MESSAGE).with_header(&v1);
+            prop_assert_eq!(SendMessageRequestHeader::from_request(&cmd).expect("v1"), v1);
+        }
+    }
+
+    #[test]
+    fn missing_required_field_is_named() {
+        let mut ext = to_map(&PullMessageRequestHeader::default());
+        ext.remove("queueOffset");
+        let err = PullMessageRequestHeader::from_ext_fields(&ext).expect_err("missing");
+        assert!(matches!(
+            err,
+            Error::MissingField {
+                field: "queueOffset"
+            }
+        ));
+        assert_eq!(err.to_string(), "header field `queueOffset` is missing");
+    }
+
+    #[test]
+    fn invalid_number_is_named_with_its_value() {
+        let mut ext = to_map(&QueueRequestHeader::default());
+        ext.insert("queueId".into(), "x1".into());
+        let err = QueueRequestHeader::from_ext_fields(&ext).expect_err("invalid");
+        assert!(
+            matches!(err, Error::InvalidField { field: "queueId", ref value } if value == "x1")
+        );
+    }
+
+    #[test]
+    fn unknown_and_vendor_keys_are_ignored() {
+        let mut ext = to_map(&GetRouteInfoRequestHeader {
+            topic: "T".into(),
+            accept_standard_json_only: None,
+        });
+        for key in [
+            "AccessKey",
+            "Signature",
+            "OnsChannel",
+            "ns",
+            "nsd",
+            "bname",
+            "oway",
+            "lo",
+            "zzz",
+        ] {
+            ext.insert(key.into(), "x".into());
+        }
+        let header = GetRouteInfoRequestHeader::from_ext_fields(&ext).expect("tolerant");
+        assert_eq!(header.topic, "T");
+    }
+
+    #[test]
+    fn send_response_always_carries_region_and_trace_switch() {
+        let ext = to_map(&SendMessageResponseHeader::new("ID", 1, 2));
+        assert_eq!(
+            ext.get("MSG_REGION").map(String::as_str),
+            Some(DEFAULT_REGION)
+        );
+        assert_eq!(ext.get("TRACE_ON").map(String::as_str), Some("true"));
+        assert_eq!(ext.get("queueOffset").map(String::as_str), Some("2"));
+    }
+}

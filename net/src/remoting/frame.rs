@@ -1,0 +1,236 @@
+//! Frame codec: `i32 totalLen | i32 (serializeType << 24 | headerLen) |
+//! header | body`, where totalLen counts everything after itself. Every
+//! length is checked against [`FrameLimits`] before anything is allocated.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use super::{binary_header, json_header, RemotingCommand, SerializeType};
+use crate::FrameError;
+
+/// Java's default `com.rocketmq.remoting.frameMaxLength`: 16 MiB.
+pub const FRAME_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+/// Default cap on the header alone. Headers carry message properties, which
+/// RocketMQ bounds at 32 KiB; 1 MiB leaves ample room.
+pub const HEADER_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
+/// Default cap on the number of `extFields` entries.
+pub const EXT_FIELDS_MAX_DEFAULT: usize = 1024;
+/// The header-length word stores the length in its low 24 bits.
+const HEADER_LEN_MASK: u32 = 0x00ff_ffff;
+
+/// Limits applied to every frame, checked before allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLimits {
+    /// Largest frame, length prefix included.
+    pub frame_bytes_max: usize,
+    /// Largest header.
+    pub header_bytes_max: usize,
+    /// Most `extFields` entries.
+    pub ext_fields_max: usize,
+}
+
+impl Default for FrameLimits {
+    fn default() -> Self {
+        Self {
+            frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
+            header_bytes_max: HEADER_BYTES_MAX_DEFAULT,
+            ext_fields_max: EXT_FIELDS_MAX_DEFAULT,
+        }
+    }
+}
+
+/// Appends the complete frame of `cmd` (length prefix included) to `dst`.
+///
+/// Fails without touching the peer if the frame would break `limits`.
+pub fn encode(
+    cmd: &RemotingCommand,
+    limits: &FrameLimits,
+    dst: &mut BytesMut,
+) -> Result<(), FrameError> {
+    let start = dst.len();
+    dst.put_u64(0); // length and header-length words, patched below
+    let header_start = dst.len();
+    let written = match cmd.serialize_type {
+        SerializeType::Json => {
+            json_header::encode(cmd, dst);
+            Ok(())
+        }
+        SerializeType::RocketMq => binary_header::encode(cmd, dst),
+    };
+    let header_len = dst.len() - header_start;
+    let frame_len = 8 + header_len + cmd.body.len();
+    let checked = written
+        .and_then(|()| check(header_len, limits.header_bytes_max, "header"))
+        .and_then(|()| check(header_len, HEADER_LEN_MASK as usize, "header"))
+        .and_then(|()| check(frame_len, limits.frame_bytes_max, "frame"));
+    if let Err(e) = checked {
+        dst.truncate(start);
+        return Err(e);
+    }
+    dst.put_slice(&cmd.body);
+    // Both values are bounded by the checks above (frame_bytes_max is a usize
+    // but a frame beyond i32 would not have passed a sane limit; guard anyway).
+    let total = u32::try_from(frame_len - 4).map_err(|_| FrameError::TooLarge {
+        what: "frame",
+        len: frame_len as u64,
+        max: i32::MAX as u64,
+    })?;
+    let header_word = (u32::from(cmd.serialize_type.as_u8()) << 24)
+        | u32::try_from(header_len).expect("invariant: header_len checked against the 24-bit mask");
+    dst[start..start + 4].copy_from_slice(&total.to_be_bytes());
+    dst[start + 4..start + 8].copy_from_slice(&header_word.to_be_bytes());
+    Ok(())
+}
+
+/// Encodes `cmd` into a fresh buffer.
+pub fn encode_to_bytes(cmd: &RemotingCommand, limits: &FrameLimits) -> Result<Bytes, FrameError> {
+    let mut buf = BytesMut::with_capacity(256 + cmd.body.len());
+    encode(cmd, limits, &mut buf)?;
+    Ok(buf.freeze())
+}
+
+fn check(len: usize, max: usize, what: &'static str) -> Result<(), FrameError> {
+    if len > max {
+        return Err(FrameError::TooLarge {
+            what,
+            len: len as u64,
+            max: max as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Reads the length prefix at the start of `src`, validating it.
+///
+/// Returns the whole frame length (prefix included), or `Incomplete` when
+/// fewer than 4 bytes are available.
+pub fn frame_len(src: &[u8], limits: &FrameLimits) -> Result<usize, FrameError> {
+    let Some(prefix) = src.get(..4) else {
+        return Err(FrameError::Incomplete);
+    };
+    let total = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    let total = usize::try_from(total)
+        .map_err(|_| FrameError::corrupt(format!("negative frame length {total}")))?;
+    if total < 4 {
+        return Err(FrameError::corrupt(format!(
+            "frame length {total} cannot hold the header-length word"
+        )));
+    }
+    let frame_len = total + 4;
+    check(frame_len, limits.frame_bytes_max, "frame")?;
+    Ok(frame_len)
+}
+
+/// Decodes one frame from the front of `src`, consuming it.
+///
+/// `Ok(None)` means more bytes are needed; `src` keeps them. On error the
+/// stream is unusable and the connection should be closed.
+pub fn decode(
+    src: &mut BytesMut,
+    limits: &FrameLimits,
+) -> Result<Option<RemotingCommand>, FrameError> {
+    let len = match frame_len(src, limits) {
+        Ok(len) => len,
+        Err(FrameError::Incomplete) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if src.len() < len {
+        src.reserve(len - src.len());
+        return Ok(None);
+    }
+    let mut frame = src.split_to(len).freeze();
+    frame.advance(4);
+    decode_body(frame, limits).map(Some)
+}
+
+/// Decodes one frame from a byte slice (for tests and fuzzing): the command
+/// and the number of bytes consumed, or `Incomplete`.
+pub fn decode_slice(
+    src: &[u8],
+    limits: &FrameLimits,
+) -> Result<(RemotingCommand, usize), FrameError> {
+    let len = frame_len(src, limits)?;
+    let Some(frame) = src.get(4..len) else {
+        return Err(FrameError::Incomplete);
+    };
+    let cmd = decode_body(Bytes::copy_from_slice(frame), limits)?;
+    Ok((cmd, len))
+}
+
+/// Decodes a frame without its length prefix; the body is a zero-copy slice.
+fn decode_body(mut frame: Bytes, limits: &FrameLimits) -> Result<RemotingCommand, FrameError> {
+    if frame.len() < 4 {
+        return Err(FrameError::corrupt(
+            "frame shorter than the header-length word",
+        ));
+    }
+    let word = frame.get_u32();
+    let header_len = (word & HEADER_LEN_MASK) as usize;
+    let serialize_byte = u8::try_from(word >> 24).expect("invariant: a u32 shifted by 24 fits u8");
+    let serialize_type = SerializeType::from_u8(serialize_byte)
+        .ok_or_else(|| FrameError::corrupt(format!("unknown serialize type {serialize_byte}")))?;
+    check(header_len, limits.header_bytes_max, "header")?;
+    if header_len > frame.len() {
+        return Err(FrameError::corrupt(format!(
+            "header length {header_len} exceeds the {} bytes left in the frame",
+            frame.len()
+        )));
+    }
+    let header = frame.split_to(header_len);
+    let mut cmd = match serialize_type {
+        SerializeType::Json => json_header::decode(&header, limits.ext_fields_max)?,
+        SerializeType::RocketMq => binary_header::decode(&header, limits.ext_fields_max)?,
+    };
+    cmd.body = frame;
+    Ok(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_decode_waits_for_the_whole_frame() {
+        let cmd = RemotingCommand::request(11).with_body(&b"body"[..]);
+        let bytes = encode_to_bytes(&cmd, &FrameLimits::default()).expect("encodable");
+        let mut buf = BytesMut::new();
+        for (i, b) in bytes.iter().enumerate() {
+            buf.put_u8(*b);
+            let out = decode(&mut buf, &FrameLimits::default()).expect("valid prefix");
+            assert_eq!(out.is_some(), i + 1 == bytes.len());
+            if let Some(got) = out {
+                assert_eq!(got, cmd);
+            }
+        }
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn oversized_length_is_rejected_before_allocating() {
+        let mut buf = BytesMut::from(&i32::MAX.to_be_bytes()[..]);
+        let err = decode(&mut buf, &FrameLimits::default()).expect_err("too large");
+        assert!(matches!(err, FrameError::TooLarge { what: "frame", .. }));
+        assert!(buf.capacity() < 1024);
+    }
+
+    #[test]
+    fn header_longer_than_frame_is_corrupt() {
+        let mut raw = Vec::new();
+        raw.extend_from_slice(&8i32.to_be_bytes());
+        raw.extend_from_slice(&100u32.to_be_bytes());
+        raw.extend_from_slice(b"{}{}");
+        let err = decode_slice(&raw, &FrameLimits::default()).expect_err("corrupt");
+        assert!(matches!(err, FrameError::Corrupt(_)));
+    }
+
+    #[test]
+    fn encoder_refuses_frames_over_the_limit() {
+        let limits = FrameLimits {
+            frame_bytes_max: 64,
+            ..FrameLimits::default()
+        };
+        let cmd = RemotingCommand::request(10).with_body(vec![0u8; 100]);
+        let mut buf = BytesMut::new();
+        assert!(encode(&cmd, &limits, &mut buf).is_err());
+        assert!(buf.is_empty());
+    }
+}
