@@ -57,8 +57,7 @@ fn puts_roll_over_segments_and_read_back_in_queue_order() {
     let store = open(&disk, &clock, StoreConfig::for_tests());
     for i in 0..2_000 {
         let queue = i32::try_from(i % 3).expect("small");
-        let a =
-            block_on(store.put(&msg("Orders", queue, &body(i), None, None), true)).expect("put");
+        let a = block_on(store.put(msg("Orders", queue, &body(i), None, None), true)).expect("put");
         assert_eq!(a.queue_offset, QueueOffset((i / 3) as u64));
     }
     assert!(
@@ -92,11 +91,11 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
         let clock = ManualClock::new(T0_MS);
         let store = open(&disk, &clock, StoreConfig::for_tests());
         for i in 0..300 {
-            block_on(store.put(&msg("T", 0, &body(i), None, None), true)).expect("acked put");
+            block_on(store.put(msg("T", 0, &body(i), None, None), true)).expect("acked put");
         }
         // Written but never synced, so never acknowledged.
         for i in 300..400 {
-            block_on(store.put(&msg("T", 0, &body(i), None, None), false)).expect("unacked put");
+            block_on(store.put(msg("T", 0, &body(i), None, None), false)).expect("unacked put");
         }
         let written = store.commit_log().written().0;
         drop(store);
@@ -124,7 +123,7 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
             "seed {seed}: tail not zeroed"
         );
         // New puts continue the queue without a gap.
-        let a = block_on(store.put(&msg("T", 0, b"after", None, None), true)).expect("put");
+        let a = block_on(store.put(msg("T", 0, b"after", None, None), true)).expect("put");
         assert_eq!(a.queue_offset, QueueOffset(got.len() as u64));
     }
 }
@@ -136,7 +135,7 @@ fn mid_log_corruption_is_reported_not_truncated() {
     let store = open(&disk, &clock, StoreConfig::for_tests());
     let mut offsets = Vec::new();
     for i in 0..200 {
-        offsets.push(block_on(store.put(&msg("T", 0, &body(i), None, None), true)).expect("put"));
+        offsets.push(block_on(store.put(msg("T", 0, &body(i), None, None), true)).expect("put"));
     }
     block_on(store.checkpoint()).expect("checkpoint");
     drop(store); // a crash: the abort marker stays
@@ -193,16 +192,16 @@ fn failed_sync_poisons_the_log_and_nothing_is_acked_after() {
     let disk = SimDisk::new(3);
     let clock = ManualClock::new(T0_MS);
     let store = open(&disk, &clock, StoreConfig::for_tests());
-    block_on(store.put(&msg("T", 0, b"before", None, None), true)).expect("put");
+    block_on(store.put(msg("T", 0, b"before", None, None), true)).expect("put");
     disk.fail_next_sync();
-    let failed = block_on(store.put(&msg("T", 0, b"during", None, None), true));
+    let failed = block_on(store.put(msg("T", 0, b"during", None, None), true));
     assert!(
         failed.is_err(),
         "a put whose sync failed must not be acknowledged"
     );
     // The fsyncgate trap: a retried sync would now "succeed". The store
     // must refuse instead.
-    let later = block_on(store.put(&msg("T", 0, b"later", None, None), true));
+    let later = block_on(store.put(msg("T", 0, b"later", None, None), true));
     assert!(matches!(later, Err(Error::Poisoned { .. })), "{later:?}");
     assert!(matches!(
         block_on(store.flush()),
@@ -221,14 +220,14 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
     let mut acked = Vec::new();
     while store.commit_log().written().0 < 60 * 1024 {
         let b = body(acked.len());
-        block_on(store.put(&msg("T", 0, &b, None, None), true)).expect("put");
+        block_on(store.put(msg("T", 0, &b, None, None), true)).expect("put");
         acked.push(b);
     }
     disk.set_capacity(Some(0));
     let mut failed = None;
     for _ in 0..100 {
         let b = body(acked.len());
-        match block_on(store.put(&msg("T", 0, &b, None, None), true)) {
+        match block_on(store.put(msg("T", 0, &b, None, None), true)) {
             Ok(_) => acked.push(b),
             Err(e) => {
                 failed = Some(e);
@@ -249,7 +248,7 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
     // message becomes visible, and the queue continues without a gap.
     disk.set_capacity(None);
     let a =
-        block_on(store.put(&msg("T", 0, b"after space returns", None, None), true)).expect("put");
+        block_on(store.put(msg("T", 0, b"after space returns", None, None), true)).expect("put");
     assert_eq!(a.queue_offset, QueueOffset(acked.len() as u64));
     acked.push(b"after space returns".to_vec());
     let all: Vec<Vec<u8>> = all_bodies(&store, "T", 0)
@@ -267,7 +266,7 @@ fn deleted_consume_queue_is_rebuilt_identical() {
     for i in 0..500 {
         let q = i32::try_from(i % 2).expect("small");
         block_on(store.put(
-            &msg(
+            msg(
                 "T",
                 q,
                 &body(i),
@@ -311,7 +310,7 @@ fn retention_removes_old_segments_and_keeps_offsets_consistent() {
     };
     let store = open(&disk, &clock, cfg);
     for i in 0..1_000 {
-        block_on(store.put(&msg("T", 0, &body(i), None, None), true)).expect("put");
+        block_on(store.put(msg("T", 0, &body(i), None, None), true)).expect("put");
         if i == 600 {
             clock.advance(Duration::from_secs(2 * 3600));
         }
@@ -355,7 +354,7 @@ fn query_by_key_and_unique_key_and_time() {
     let store = open(&disk, &clock, StoreConfig::for_tests());
     for i in 0..300 {
         let key = format!("order-{}", i % 50);
-        block_on(store.put(&msg("T", 0, &body(i), Some(&key), None), true)).expect("put");
+        block_on(store.put(msg("T", 0, &body(i), Some(&key), None), true)).expect("put");
         clock.advance(Duration::from_millis(10));
     }
     let hits = store
@@ -402,7 +401,7 @@ fn sync_flush_consumers_see_only_durable_messages() {
             ..StoreConfig::for_tests()
         },
     );
-    block_on(store.put(&msg("T", 0, b"not yet durable", None, None), false)).expect("put");
+    block_on(store.put(msg("T", 0, b"not yet durable", None, None), false)).expect("put");
     assert_eq!(
         store.max_offset("T", 0),
         QueueOffset(0),
@@ -417,9 +416,9 @@ fn clean_restart_trusts_the_checkpoint_and_does_not_rescan() {
     let disk = SimDisk::new(10);
     let clock = ManualClock::new(T0_MS);
     let store = open(&disk, &clock, StoreConfig::for_tests());
-    let first = block_on(store.put(&msg("T", 0, b"first", None, None), true)).expect("put");
+    let first = block_on(store.put(msg("T", 0, b"first", None, None), true)).expect("put");
     for i in 0..50 {
-        block_on(store.put(&msg("T", 0, &body(i), None, None), true)).expect("put");
+        block_on(store.put(msg("T", 0, &body(i), None, None), true)).expect("put");
     }
     block_on(store.shutdown()).expect("shutdown");
     drop(store);

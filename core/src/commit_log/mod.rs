@@ -17,7 +17,8 @@ use bytes::Bytes;
 use crate::clock::Clock;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::message::{encode_blank, sys_flag, MessageInput, RecordStamp};
+use crate::message::record_seal::seal_record;
+use crate::message::{encode_blank, sys_flag, with_seal_placeholder, MessageInput, RecordStamp};
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::SegmentChain;
 use group_commit::GroupCommit;
@@ -154,12 +155,14 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     }
 
     /// Appends one record; it is readable at once and durable only after
-    /// [`CommitLog::wait_durable`] for its end returns `Ok`.
-    pub fn append(&self, msg: &MessageInput) -> Result<Appended> {
-        let len = self.checked_len(msg)?;
+    /// [`CommitLog::wait_durable`] for its end returns `Ok`. The record is
+    /// sealed with a whole-record checksum property.
+    pub fn append(&self, mut msg: MessageInput) -> Result<Appended> {
+        msg.properties = with_seal_placeholder(&msg.properties).into();
+        let len = self.checked_len(&msg)?;
         let mut w = self.lock_writer();
         self.durability.check()?;
-        let out = self.append_locked(&mut w, msg, len)?;
+        let out = self.append_locked(&mut w, &msg, len)?;
         self.written.store(w.pos, Ordering::Release);
         Ok(out)
     }
@@ -168,7 +171,10 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// queue offsets are consecutive per queue. All or nothing on errors
     /// raised before writing; a disk error midway leaves earlier records
     /// written but unacknowledged.
-    pub fn append_batch(&self, msgs: &[MessageInput]) -> Result<Vec<Appended>> {
+    pub fn append_batch(&self, mut msgs: Vec<MessageInput>) -> Result<Vec<Appended>> {
+        for m in &mut msgs {
+            m.properties = with_seal_placeholder(&m.properties).into();
+        }
         let lens = msgs
             .iter()
             .map(|m| self.checked_len(m))
@@ -239,7 +245,13 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         };
         let mut scratch = std::mem::take(&mut w.scratch);
         scratch.resize(len, 0);
-        let encoded = msg.encode_into(&stamp, &mut scratch);
+        let encoded = msg.encode_into(&stamp, &mut scratch).map(|()| {
+            let sealed = seal_record(&mut scratch);
+            debug_assert!(
+                sealed,
+                "invariant: properties end with the seal placeholder"
+            );
+        });
         let written = encoded
             .map_err(|e| Error::MessageRejected {
                 reason: e.to_string(),

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::disk::Disk;
-use crate::message::{peek_head, RecordHead, StoredRecord};
+use crate::message::{peek_head, seal_matches, RecordHead, StoredRecord};
 use crate::segment_chain::SegmentChain;
 
 use super::BLANK_RECORD_BYTES;
@@ -53,6 +53,9 @@ pub(crate) fn step<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
             let Ok(raw) = chain.read(pos, total_size as usize) else {
                 return Step::End("record unreadable");
             };
+            if !seal_matches(&raw) {
+                return Step::End("record seal (whole-record checksum) does not match");
+            }
             match StoredRecord::decode(&raw) {
                 Ok(rec) if u64::try_from(rec.phys_offset).ok() == Some(pos) => {
                     Step::Record(Box::new(rec), raw)

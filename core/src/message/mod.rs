@@ -9,6 +9,7 @@ pub mod java_hash;
 pub mod msg_id;
 pub mod properties;
 pub mod record;
+pub mod record_seal;
 pub mod stored_record;
 pub mod topic;
 pub mod uniq_key;
@@ -22,6 +23,7 @@ pub use record::{
     RecordStamp, BLANK_HEAD_BYTES, BLANK_MAGIC, BODY_BYTES_MAX, MAGIC_V1, PROPERTIES_BYTES_MAX,
     RECORD_BYTES_MAX, RECORD_BYTES_MIN, TOPIC_BYTES_MAX,
 };
+pub use record_seal::{seal_matches, strip_seal, with_seal_placeholder, SEAL_PROPERTY_BYTES};
 pub use stored_record::{
     encode_blank, peek_head, stored_phys_offset, stored_queue_offset, stored_store_timestamp_ms,
     RecordHead, StoredRecord,

@@ -82,8 +82,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Appends one message and returns once it is as durable as the flush
     /// mode requires (`wait = false` returns before the sync in SYNC mode,
     /// as RocketMQ's `WAIT=false`).
-    pub async fn put(&self, msg: &MessageInput, wait: bool) -> Result<Appended> {
-        self.check_put(msg)?;
+    pub async fn put(&self, msg: MessageInput, wait: bool) -> Result<Appended> {
+        self.check_put(&msg)?;
         let a = self.log.append(msg)?;
         self.settle(a.end(), wait).await?;
         Ok(a)
@@ -91,8 +91,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Appends several messages under one hold of the put lock; acknowledged
     /// together.
-    pub async fn put_batch(&self, msgs: &[MessageInput], wait: bool) -> Result<Vec<Appended>> {
-        for m in msgs {
+    pub async fn put_batch(&self, msgs: Vec<MessageInput>, wait: bool) -> Result<Vec<Appended>> {
+        for m in &msgs {
             self.check_put(m)?;
         }
         let out = self.log.append_batch(msgs)?;
