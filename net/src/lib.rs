@@ -16,6 +16,14 @@ pub mod body;
 mod error;
 pub mod header;
 pub mod remoting;
+pub mod rpc;
+pub mod transport;
 
 pub use error::{Error, FrameError, Result};
 pub use remoting::RemotingCommand;
+pub use rpc::{
+    ConnectionHandle, Handler, HandlerTable, RequestContext, RpcClient, RpcConfig, RpcServer,
+};
+#[cfg(feature = "turmoil")]
+pub use transport::TurmoilTransport;
+pub use transport::{TokioTransport, Transport};

@@ -1,0 +1,416 @@
+//! One duplex connection: a reader task that completes pending calls and
+//! dispatches inbound requests to a handler, and a writer task that drains an
+//! outbound queue. The same type serves clients and servers, so either side
+//! can call the other. Closing fails every pending call at once.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+
+use super::handler::{Handler, RequestContext};
+use super::RpcConfig;
+use crate::remoting::frame::{self, FrameLimits};
+use crate::remoting::{response_code, FLAG_ONEWAY, FLAG_RESPONSE};
+use crate::transport::{FrameReader, FrameWriter, Socket};
+use crate::{Error, RemotingCommand, Result};
+
+/// Identifies a connection for its lifetime (unique within the process).
+pub type ConnectionId = u64;
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+const STATE_OPEN: u8 = 0;
+/// No new inbound requests are read; handlers already running finish.
+const STATE_DRAINING: u8 = 1;
+const STATE_CLOSED: u8 = 2;
+
+/// Called once when a connection closes, for whatever reason.
+pub(crate) type CloseHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
+
+enum Outbound {
+    Frame(Bytes),
+    /// Flush everything queued before this, then half-close and close.
+    Close,
+}
+
+type Pending = BTreeMap<i32, oneshot::Sender<RemotingCommand>>;
+
+struct Shared {
+    id: ConnectionId,
+    peer: SocketAddr,
+    limits: FrameLimits,
+    close_on_timeout: bool,
+    in_flight_max: usize,
+    handlers_max: u32,
+    next_opaque: AtomicI32,
+    /// `None` once closed: a call can never register after the close drained it.
+    pending: Mutex<Option<Pending>>,
+    outbound: mpsc::Sender<Outbound>,
+    in_flight: Semaphore,
+    handlers: Arc<Semaphore>,
+    state: watch::Sender<u8>,
+    on_close: Option<CloseHook>,
+}
+
+/// A cheap, clonable handle to one live connection.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    shared: Arc<Shared>,
+}
+
+async fn wait_state(rx: &mut watch::Receiver<u8>, at_least: u8) {
+    // A closed sender means the connection is gone: treat it as reached.
+    let _ = rx.wait_for(|s| *s >= at_least).await;
+}
+
+impl ConnectionHandle {
+    /// Starts the reader and writer tasks for `socket`; inbound requests go
+    /// to `handler`.
+    pub(crate) fn spawn<R, W>(
+        socket: Socket<R, W>,
+        handler: Arc<dyn Handler>,
+        config: &RpcConfig,
+        on_close: Option<CloseHook>,
+    ) -> Self
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel(config.outbound_queue_frames.max(1));
+        let handlers_max = u32::try_from(config.handlers_in_flight_max.clamp(1, 1 << 20))
+            .expect("invariant: clamped to 2^20");
+        let handle = Self {
+            shared: Arc::new(Shared {
+                id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+                peer: socket.peer_addr,
+                limits: config.limits,
+                close_on_timeout: config.close_on_timeout,
+                in_flight_max: config.in_flight_max,
+                handlers_max,
+                next_opaque: AtomicI32::new(1),
+                pending: Mutex::new(Some(BTreeMap::new())),
+                outbound: tx,
+                in_flight: Semaphore::new(config.in_flight_max),
+                handlers: Arc::new(Semaphore::new(handlers_max as usize)),
+                state: watch::Sender::new(STATE_OPEN),
+                on_close,
+            }),
+        };
+        tokio::spawn(write_loop(socket.writer, rx, handle.clone()));
+        tokio::spawn(read_loop(socket.reader, handle.clone(), handler));
+        handle
+    }
+
+    /// This connection's ID.
+    pub fn id(&self) -> ConnectionId {
+        self.shared.id
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.shared.peer
+    }
+
+    /// True once closed.
+    pub fn is_closed(&self) -> bool {
+        *self.shared.state.borrow() == STATE_CLOSED
+    }
+
+    /// Resolves when the connection has closed.
+    pub async fn closed(&self) {
+        wait_state(&mut self.shared.state.subscribe(), STATE_CLOSED).await;
+    }
+
+    fn closed_error(&self) -> Error {
+        Error::ConnectionClosed {
+            addr: self.shared.peer.to_string(),
+        }
+    }
+
+    /// Sends `request` and waits up to `timeout` for its response.
+    ///
+    /// On timeout the connection is closed (see `RpcConfig::close_on_timeout`).
+    pub async fn invoke(
+        &self,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        let Ok(_permit) = self.shared.in_flight.try_acquire() else {
+            return Err(Error::TooManyInFlight {
+                addr: self.shared.peer.to_string(),
+                max: self.shared.in_flight_max,
+            });
+        };
+        let opaque = self.shared.next_opaque.fetch_add(1, Ordering::Relaxed);
+        request.opaque = opaque;
+        request.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
+        let frame = frame::encode_to_bytes(&request, &self.shared.limits)?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let Some(pending) = pending.as_mut() else {
+                return Err(self.closed_error());
+            };
+            pending.insert(opaque, tx);
+        }
+        let _unregister = Unregister {
+            handle: self,
+            opaque,
+        };
+        let exchange = async {
+            self.shared
+                .outbound
+                .send(Outbound::Frame(frame))
+                .await
+                .map_err(|_| self.closed_error())?;
+            rx.await.map_err(|_| self.closed_error())
+        };
+        if let Ok(result) = tokio::time::timeout(timeout, exchange).await {
+            result
+        } else {
+            if self.shared.close_on_timeout {
+                tracing::debug!(peer = %self.shared.peer, code = request.code, "closing connection after a request timed out");
+                self.close();
+            }
+            Err(Error::Timeout {
+                addr: self.shared.peer.to_string(),
+                code: request.code,
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            })
+        }
+    }
+
+    /// Sends `request` with the oneway flag; no response is awaited. Waits up
+    /// to `timeout` for room in the outbound queue.
+    pub async fn invoke_oneway(
+        &self,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<()> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        request.opaque = self.shared.next_opaque.fetch_add(1, Ordering::Relaxed);
+        request.flag = (request.flag & !FLAG_RESPONSE) | FLAG_ONEWAY;
+        let frame = frame::encode_to_bytes(&request, &self.shared.limits)?;
+        match tokio::time::timeout(timeout, self.shared.outbound.send(Outbound::Frame(frame))).await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => Err(Error::Timeout {
+                addr: self.shared.peer.to_string(),
+                code: request.code,
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
+    }
+
+    /// Closes at once: pending calls fail with `ConnectionClosed`, queued
+    /// frames are dropped, the close hook runs. Idempotent.
+    pub fn close(&self) {
+        let drained = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(pending) = drained else {
+            return;
+        };
+        self.shared.state.send_replace(STATE_CLOSED);
+        drop(pending);
+        if let Some(hook) = &self.shared.on_close {
+            hook(self);
+        }
+    }
+
+    /// Stops reading new inbound requests; running handlers continue.
+    pub(crate) fn drain(&self) {
+        self.shared.state.send_if_modified(|s| {
+            let open = *s == STATE_OPEN;
+            if open {
+                *s = STATE_DRAINING;
+            }
+            open
+        });
+    }
+
+    /// Resolves when no inbound request is being handled.
+    pub(crate) async fn handlers_idle(&self) {
+        let _ = self
+            .shared
+            .handlers
+            .acquire_many(self.shared.handlers_max)
+            .await;
+    }
+
+    /// Flushes queued frames, then closes; closes hard after `timeout`.
+    pub(crate) async fn close_gracefully(&self, timeout: Duration) {
+        let flushed = async {
+            if self.shared.outbound.send(Outbound::Close).await.is_ok() {
+                self.closed().await;
+            }
+        };
+        let _ = tokio::time::timeout(timeout, flushed).await;
+        self.close();
+    }
+
+    fn dispatch(&self, cmd: RemotingCommand, handler: &Arc<dyn Handler>) {
+        if cmd.is_response() {
+            let waiter = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_mut()
+                .and_then(|p| p.remove(&cmd.opaque));
+            match waiter {
+                Some(tx) => {
+                    let _ = tx.send(cmd);
+                }
+                None => {
+                    tracing::debug!(peer = %self.shared.peer, opaque = cmd.opaque, "dropping response nobody awaits (late or unknown)");
+                }
+            }
+            return;
+        }
+        let Ok(permit) = Arc::clone(&self.shared.handlers).try_acquire_owned() else {
+            if !cmd.is_oneway() {
+                let busy = RemotingCommand::response_to(&cmd, response_code::SYSTEM_BUSY)
+                    .with_remark("[OVERLOAD]system busy, too many requests on this connection");
+                if let Ok(frame) = frame::encode_to_bytes(&busy, &self.shared.limits) {
+                    let _ = self.shared.outbound.try_send(Outbound::Frame(frame));
+                }
+            }
+            return;
+        };
+        let handle = self.clone();
+        let handler = Arc::clone(handler);
+        tokio::spawn(async move {
+            let (opaque, oneway, serialize_type) =
+                (cmd.opaque, cmd.is_oneway(), cmd.serialize_type);
+            let ctx = RequestContext {
+                connection: handle.clone(),
+            };
+            let response = handler.handle(ctx, cmd).await;
+            if let (false, Some(mut response)) = (oneway, response) {
+                response.opaque = opaque;
+                response.flag = (response.flag | FLAG_RESPONSE) & !FLAG_ONEWAY;
+                response.serialize_type = serialize_type;
+                let frame = frame::encode_to_bytes(&response, &handle.shared.limits).or_else(|e| {
+                    tracing::warn!(peer = %handle.shared.peer, error = %e, "response cannot be encoded; answering SYSTEM_ERROR");
+                    let mut fallback = RemotingCommand::response(response_code::SYSTEM_ERROR, format!("response cannot be encoded: {e}"));
+                    fallback.opaque = opaque;
+                    fallback.serialize_type = serialize_type;
+                    frame::encode_to_bytes(&fallback, &handle.shared.limits)
+                });
+                if let Ok(frame) = frame {
+                    let _ = handle.shared.outbound.send(Outbound::Frame(frame)).await;
+                }
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Removes a call's pending entry however the call ends (response, timeout,
+/// or the caller's future being dropped).
+struct Unregister<'a> {
+    handle: &'a ConnectionHandle,
+    opaque: i32,
+}
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self
+            .handle
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            p.remove(&self.opaque);
+        }
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    writer: W,
+    mut rx: mpsc::Receiver<Outbound>,
+    handle: ConnectionHandle,
+) {
+    let mut state = handle.shared.state.subscribe();
+    let mut out = FrameWriter::new(writer);
+    let pump = async {
+        loop {
+            let first = tokio::select! {
+                biased;
+                msg = rx.recv() => msg,
+                () = wait_state(&mut state, STATE_CLOSED) => return Ok(()),
+            };
+            let mut next = first;
+            while let Some(msg) = next {
+                match msg {
+                    Outbound::Frame(frame) => out.push(frame).await?,
+                    Outbound::Close => return out.shutdown().await,
+                }
+                next = rx.try_recv().ok();
+            }
+            out.flush().await?;
+        }
+    };
+    // A hard close must interrupt a write stalled on an unresponsive peer.
+    let mut hard_close = handle.shared.state.subscribe();
+    tokio::select! {
+        result = pump => {
+            if let Err(e) = result {
+                tracing::debug!(peer = %handle.shared.peer, error = %e, "write failed; closing connection");
+            }
+        }
+        () = wait_state(&mut hard_close, STATE_CLOSED) => {}
+    }
+    handle.close();
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    reader: R,
+    handle: ConnectionHandle,
+    handler: Arc<dyn Handler>,
+) {
+    let mut state = handle.shared.state.subscribe();
+    let mut frames = FrameReader::new(reader, handle.shared.limits);
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = wait_state(&mut state, STATE_DRAINING) => return,
+            next = frames.next() => next,
+        };
+        match next {
+            Ok(Some(cmd)) => handle.dispatch(cmd, &handler),
+            Ok(None) => {
+                tracing::debug!(peer = %handle.shared.peer, "peer closed the connection");
+                break;
+            }
+            Err(Error::Frame(e)) => {
+                tracing::warn!(peer = %handle.shared.peer, reason = %e, "closing connection: malformed frame");
+                break;
+            }
+            Err(e) => {
+                tracing::debug!(peer = %handle.shared.peer, error = %e, "read failed; closing connection");
+                break;
+            }
+        }
+    }
+    handle.close();
+}

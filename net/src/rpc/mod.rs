@@ -1,0 +1,51 @@
+//! The RPC layer over the remoting protocol: requests correlated by
+//! `opaque`, per-request timeouts, oneway sends, bounded in-flight work, and
+//! requests in both directions on one connection.
+
+mod client;
+mod connection;
+mod handler;
+mod server;
+
+use std::time::Duration;
+
+use crate::remoting::FrameLimits;
+
+pub use client::RpcClient;
+pub use connection::{ConnectionHandle, ConnectionId};
+pub use handler::{Handler, HandlerFuture, HandlerTable, RequestContext};
+pub use server::{RpcServer, RpcServerBuilder};
+
+/// Tuning shared by clients and servers.
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    /// Frame limits for both directions.
+    pub limits: FrameLimits,
+    /// Longest wait for a TCP connect.
+    pub connect_timeout: Duration,
+    /// Most requests one connection may await responses for; beyond it a
+    /// call fails at once with `TooManyInFlight`.
+    pub in_flight_max: usize,
+    /// Most inbound requests one connection may have in its handlers; beyond
+    /// it requests are answered `SYSTEM_BUSY`.
+    pub handlers_in_flight_max: usize,
+    /// Outbound frames queued per connection before senders wait.
+    pub outbound_queue_frames: usize,
+    /// Close a connection when a request on it times out. A stream that lost
+    /// a segment never recovers (turmoil has no retransmit, and a real peer
+    /// may have vanished), so the next call should dial afresh.
+    pub close_on_timeout: bool,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        Self {
+            limits: FrameLimits::default(),
+            connect_timeout: Duration::from_secs(3),
+            in_flight_max: 16_384,
+            handlers_in_flight_max: 16_384,
+            outbound_queue_frames: 4_096,
+            close_on_timeout: true,
+        }
+    }
+}

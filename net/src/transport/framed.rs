@@ -1,0 +1,108 @@
+//! Framed I/O over a byte stream: [`FrameReader`] yields whole commands
+//! (bodies are zero-copy slices of the read buffer); [`FrameWriter`] writes
+//! pre-encoded frames, coalescing small ones into one write.
+
+use std::io;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::remoting::frame::{self, FrameLimits};
+use crate::{Error, RemotingCommand};
+
+/// Bytes requested from the socket per read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Frames at most this large are copied into the coalescing buffer.
+const COALESCE_FRAME_BYTES_MAX: usize = 16 * 1024;
+/// The coalescing buffer is flushed once it holds this much.
+const COALESCE_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Reads remoting frames from `R`.
+pub struct FrameReader<R> {
+    inner: R,
+    buf: BytesMut,
+    limits: FrameLimits,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Wraps a byte stream.
+    pub fn new(inner: R, limits: FrameLimits) -> Self {
+        Self {
+            inner,
+            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            limits,
+        }
+    }
+
+    /// The next command; `Ok(None)` on a clean end of stream.
+    ///
+    /// Cancel-safe: partial frames stay buffered.
+    pub async fn next(&mut self) -> Result<Option<RemotingCommand>, Error> {
+        loop {
+            if let Some(cmd) = frame::decode(&mut self.buf, &self.limits)? {
+                return Ok(Some(cmd));
+            }
+            if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
+                self.buf.reserve(READ_CHUNK_BYTES);
+            }
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "stream ended inside a frame ({} bytes buffered)",
+                        self.buf.len()
+                    ),
+                )
+                .into());
+            }
+        }
+    }
+}
+
+/// Writes pre-encoded frames to `W`, coalescing small ones.
+pub struct FrameWriter<W> {
+    inner: W,
+    buf: BytesMut,
+}
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    /// Wraps a byte stream.
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            buf: BytesMut::with_capacity(COALESCE_BUFFER_BYTES),
+        }
+    }
+
+    /// Queues one encoded frame; writes when the buffer is full or the frame
+    /// is large. Call [`FrameWriter::flush`] when no more frames are ready.
+    pub async fn push(&mut self, frame: Bytes) -> io::Result<()> {
+        if frame.len() > COALESCE_FRAME_BYTES_MAX {
+            self.flush().await?;
+            return self.inner.write_all(&frame).await;
+        }
+        self.buf.extend_from_slice(&frame);
+        if self.buf.len() >= COALESCE_BUFFER_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes everything buffered.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.write_all(&self.buf).await?;
+            self.buf.clear();
+        }
+        self.inner.flush().await
+    }
+
+    /// Flushes and half-closes the stream.
+    pub async fn shutdown(&mut self) -> io::Result<()> {
+        self.flush().await?;
+        self.inner.shutdown().await
+    }
+}
