@@ -441,3 +441,63 @@ fn clean_restart_trusts_the_checkpoint_and_does_not_rescan() {
     ))
     .is_err());
 }
+
+/// A future that is pending on its first poll only.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+#[test]
+fn group_commit_lets_many_writers_share_one_sync() {
+    let disk = SimDisk::new(11);
+    // Every sync takes "a while": it yields once before completing.
+    disk.set_sync_delay(Some(std::sync::Arc::new(|_| Box::pin(YieldOnce(false)))));
+    let clock = ManualClock::new(T0_MS);
+    let store = open(
+        &disk,
+        &clock,
+        StoreConfig {
+            flush_mode: FlushMode::Sync,
+            ..StoreConfig::for_tests()
+        },
+    );
+    let syncs_before = store.commit_log().sync_count();
+    let mut puts: Vec<_> = (0..50)
+        .map(|i| Box::pin(store.put(msg("T", 0, &body(i), None, None), true)))
+        .collect();
+    let mut done: Vec<Option<sluice_core::Result<sluice_core::commit_log::Appended>>> =
+        (0..50).map(|_| None).collect();
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    for _round in 0..20 {
+        for (fut, slot) in puts.iter_mut().zip(done.iter_mut()) {
+            if slot.is_none() {
+                if let std::task::Poll::Ready(r) = std::future::Future::poll(fut.as_mut(), &mut cx)
+                {
+                    *slot = Some(r);
+                }
+            }
+        }
+    }
+    assert!(
+        done.iter().all(|d| matches!(d, Some(Ok(_)))),
+        "every writer completes"
+    );
+    let syncs = store.commit_log().sync_count() - syncs_before;
+    assert!(syncs <= 3, "50 concurrent writers needed {syncs} syncs");
+    assert_eq!(store.max_offset("T", 0), QueueOffset(50));
+}
