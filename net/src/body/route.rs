@@ -226,4 +226,85 @@ mod tests {
         );
         assert_eq!(ClusterInfo::from_json(&json).expect("parses"), info);
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        fn broker() -> impl Strategy<Value = BrokerData> {
+            (
+                prop::collection::btree_map(-3i64..20, "[0-9.:]{1,21}", 0..4),
+                ".{0,10}",
+                ".{0,10}",
+            )
+                .prop_map(|(broker_addrs, broker_name, cluster)| BrokerData {
+                    broker_addrs,
+                    broker_name,
+                    cluster,
+                })
+        }
+
+        fn route() -> impl Strategy<Value = TopicRouteData> {
+            (
+                prop::collection::vec(broker(), 0..3),
+                prop::collection::vec(
+                    (
+                        ".{0,10}",
+                        any::<i32>(),
+                        any::<i32>(),
+                        0..16i32,
+                        any::<i32>(),
+                    )
+                        .prop_map(
+                            |(
+                                broker_name,
+                                read_queue_nums,
+                                write_queue_nums,
+                                perm,
+                                topic_sys_flag,
+                            )| QueueData {
+                                broker_name,
+                                read_queue_nums,
+                                write_queue_nums,
+                                perm,
+                                topic_sys_flag,
+                            },
+                        ),
+                    0..3,
+                ),
+                prop::option::of(".{0,10}"),
+            )
+                .prop_map(|(broker_datas, queue_datas, order_topic_conf)| {
+                    TopicRouteData {
+                        broker_datas,
+                        filter_server_table: BTreeMap::new(),
+                        order_topic_conf,
+                        queue_datas,
+                    }
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn routes_round_trip_in_both_styles(route in route()) {
+                for style in [JsonStyle::Fastjson, JsonStyle::Standard] {
+                    let json = route.to_json(style).expect("serializable");
+                    prop_assert_eq!(TopicRouteData::from_json(&json).expect("parses"), route.clone());
+                }
+            }
+
+            #[test]
+            fn cluster_info_round_trips_in_both_styles(brokers in prop::collection::btree_map(".{0,8}", broker(), 0..4)) {
+                let info = ClusterInfo {
+                    cluster_addr_table: BTreeMap::from([("c".to_owned(), brokers.keys().cloned().collect())]),
+                    broker_addr_table: brokers,
+                };
+                for style in [JsonStyle::Fastjson, JsonStyle::Standard] {
+                    let json = info.to_json(style).expect("serializable");
+                    prop_assert_eq!(ClusterInfo::from_json(&json).expect("parses"), info.clone());
+                }
+            }
+        }
+    }
 }

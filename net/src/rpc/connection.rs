@@ -294,32 +294,64 @@ impl ConnectionHandle {
             }
             return;
         };
-        let handle = self.clone();
-        let handler = Arc::clone(handler);
-        tokio::spawn(async move {
-            let (opaque, oneway, serialize_type) =
-                (cmd.opaque, cmd.is_oneway(), cmd.serialize_type);
-            let ctx = RequestContext {
-                connection: handle.clone(),
-            };
-            let response = handler.handle(ctx, cmd).await;
-            if let (false, Some(mut response)) = (oneway, response) {
-                response.opaque = opaque;
-                response.flag = (response.flag | FLAG_RESPONSE) & !FLAG_ONEWAY;
-                response.serialize_type = serialize_type;
-                let frame = frame::encode_to_bytes(&response, &handle.shared.limits).or_else(|e| {
-                    tracing::warn!(peer = %handle.shared.peer, error = %e, "response cannot be encoded; answering SYSTEM_ERROR");
-                    let mut fallback = RemotingCommand::response(response_code::SYSTEM_ERROR, format!("response cannot be encoded: {e}"));
-                    fallback.opaque = opaque;
-                    fallback.serialize_type = serialize_type;
-                    frame::encode_to_bytes(&fallback, &handle.shared.limits)
-                });
-                if let Ok(frame) = frame {
-                    let _ = handle.shared.outbound.send(Outbound::Frame(frame)).await;
+        let (opaque, oneway, serialize_type) = (cmd.opaque, cmd.is_oneway(), cmd.serialize_type);
+        let ctx = RequestContext {
+            connection: self.clone(),
+        };
+        let mut future = handler.handle(ctx, cmd);
+        // Most handlers finish without waiting: poll once here and spawn a
+        // task only for those that must wait. The spawned task polls again at
+        // once, so wakers registered in this first poll are replaced.
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        if let std::task::Poll::Ready(response) = future.as_mut().poll(&mut cx) {
+            drop(permit);
+            if let Some(frame) = self.response_frame(response, oneway, opaque, serialize_type) {
+                if let Err(mpsc::error::TrySendError::Full(frame)) =
+                    self.shared.outbound.try_send(frame)
+                {
+                    let handle = self.clone();
+                    tokio::spawn(async move {
+                        let _ = handle.shared.outbound.send(frame).await;
+                    });
                 }
+            }
+            return;
+        }
+        let handle = self.clone();
+        tokio::spawn(async move {
+            let response = future.await;
+            if let Some(frame) = handle.response_frame(response, oneway, opaque, serialize_type) {
+                let _ = handle.shared.outbound.send(frame).await;
             }
             drop(permit);
         });
+    }
+
+    /// Encodes a handler's response (none for oneway requests); a response
+    /// that cannot be encoded becomes `SYSTEM_ERROR`.
+    fn response_frame(
+        &self,
+        response: Option<RemotingCommand>,
+        oneway: bool,
+        opaque: i32,
+        serialize_type: crate::remoting::SerializeType,
+    ) -> Option<Outbound> {
+        let mut response = response.filter(|_| !oneway)?;
+        response.opaque = opaque;
+        response.flag = (response.flag | FLAG_RESPONSE) & !FLAG_ONEWAY;
+        response.serialize_type = serialize_type;
+        let frame = frame::encode_to_bytes(&response, &self.shared.limits).or_else(|e| {
+            tracing::warn!(peer = %self.shared.peer, error = %e, "response cannot be encoded; answering SYSTEM_ERROR");
+            let mut fallback = RemotingCommand::response(
+                response_code::SYSTEM_ERROR,
+                format!("response cannot be encoded: {e}"),
+            );
+            fallback.opaque = opaque;
+            fallback.serialize_type = serialize_type;
+            frame::encode_to_bytes(&fallback, &self.shared.limits)
+        });
+        frame.ok().map(Outbound::Frame)
     }
 }
 
@@ -360,11 +392,21 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 () = wait_state(&mut state, STATE_CLOSED) => return Ok(()),
             };
             let mut next = first;
-            while let Some(msg) = next {
-                match msg {
-                    Outbound::Frame(frame) => out.push(frame).await?,
-                    Outbound::Close => return out.shutdown().await,
+            let mut yielded = false;
+            loop {
+                while let Some(msg) = next {
+                    match msg {
+                        Outbound::Frame(frame) => out.push(frame).await?,
+                        Outbound::Close => return out.shutdown().await,
+                    }
+                    next = rx.try_recv().ok();
                 }
+                // Let other tasks queue frames so one write carries many.
+                if yielded {
+                    break;
+                }
+                tokio::task::yield_now().await;
+                yielded = true;
                 next = rx.try_recv().ok();
             }
             out.flush().await?;

@@ -1,0 +1,280 @@
+//! Loopback driver: ping-pong round trips and pipelined requests/s through
+//! the RPC layer versus raw framed TCP on the same machine, printed as
+//! ratios. Run: `cargo run --release -p sluice-net --example rpc_loopback -- [runs]`.
+#![expect(
+    clippy::cast_precision_loss,
+    reason = "request counts are far below 2^52"
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use sluice_net::header::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use sluice_net::remoting::frame::{self, FrameLimits};
+use sluice_net::remoting::{request_code, response_code, SerializeType};
+use sluice_net::{
+    HandlerTable, RemotingCommand, RequestContext, RpcClient, RpcConfig, RpcServer, TokioTransport,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+const PING_PONGS: usize = 20_000;
+const PIPELINED: usize = 200_000;
+const WINDOW: usize = 256;
+const CALL: Duration = Duration::from_secs(10);
+
+fn request(serialize_type: SerializeType) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2 {
+        a: "bench_producer_group".into(),
+        b: "BenchTopic".into(),
+        c: "TBW102".into(),
+        d: 4,
+        e: 0,
+        f: 0,
+        g: 1_700_000_000_000,
+        h: 0,
+        i: Some("UNIQ_KEY\u{1}7F00000100002A9F0000000000000001\u{2}WAIT\u{1}true\u{2}".into()),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(false),
+        n: None,
+    };
+    let mut cmd = RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &header)
+        .with_body(vec![b'x'; 1024]);
+    cmd.serialize_type = serialize_type;
+    cmd
+}
+
+fn response(opaque: i32, serialize_type: SerializeType) -> RemotingCommand {
+    let mut cmd = RemotingCommand::response(response_code::SUCCESS, "").with_header(
+        &SendMessageResponseHeader::new("7F00000100002A9F0000000000000001", 0, 42),
+    );
+    cmd.remark = None;
+    cmd.opaque = opaque;
+    cmd.serialize_type = serialize_type;
+    cmd
+}
+
+fn encoded(cmd: &RemotingCommand) -> Bytes {
+    frame::encode_to_bytes(cmd, &FrameLimits::default()).expect("encodable")
+}
+
+/// Raw server: splits frames by their length prefix and answers each with a
+/// pre-encoded response, coalescing the answers to one read into one write.
+async fn raw_server(listener: TcpListener, reply: Bytes) {
+    while let Ok((stream, _)) = listener.accept().await {
+        stream.set_nodelay(true).expect("nodelay");
+        let reply = reply.clone();
+        tokio::spawn(async move {
+            let (mut rd, mut wr) = stream.into_split();
+            let mut buf = BytesMut::with_capacity(64 * 1024);
+            let mut out = BytesMut::with_capacity(64 * 1024);
+            loop {
+                if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                while let Ok(len) = frame::frame_len(&buf, &FrameLimits::default()) {
+                    if buf.len() < len {
+                        break;
+                    }
+                    buf.advance(len);
+                    out.extend_from_slice(&reply);
+                }
+                if wr.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+                if buf.capacity() - buf.len() < 16 * 1024 {
+                    buf.reserve(64 * 1024);
+                }
+            }
+        });
+    }
+}
+
+/// Reads `n` whole frames from `rd` into `buf`.
+async fn read_frames(rd: &mut tokio::net::tcp::OwnedReadHalf, buf: &mut BytesMut, mut n: usize) {
+    while n > 0 {
+        while let Ok(len) = frame::frame_len(buf, &FrameLimits::default()) {
+            if buf.len() < len || n == 0 {
+                break;
+            }
+            buf.advance(len);
+            n -= 1;
+        }
+        if n > 0 {
+            buf.reserve(64 * 1024);
+            assert!(rd.read_buf(buf).await.expect("read") > 0, "server closed");
+        }
+    }
+}
+
+async fn raw_ping_pong(addr: &str, req: &Bytes) -> f64 {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = BytesMut::new();
+    let start = Instant::now();
+    for _ in 0..PING_PONGS {
+        wr.write_all(req).await.expect("write");
+        read_frames(&mut rd, &mut buf, 1).await;
+    }
+    start.elapsed().as_secs_f64() * 1e6 / PING_PONGS as f64
+}
+
+async fn raw_pipelined(addr: &str, req: &Bytes) -> f64 {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (mut rd, mut wr) = stream.into_split();
+    let window = Arc::new(Semaphore::new(WINDOW));
+    let start = Instant::now();
+    let writer_window = Arc::clone(&window);
+    let req = req.clone();
+    let writer = tokio::spawn(async move {
+        let mut sent = 0;
+        let mut out = BytesMut::with_capacity(64 * 1024);
+        while sent < PIPELINED {
+            // Take whatever window is free (at least one), write that many frames at once.
+            let permit = writer_window.acquire().await.expect("open");
+            permit.forget();
+            let mut batch = 1;
+            while batch < 64 && sent + batch < PIPELINED {
+                match writer_window.try_acquire() {
+                    Ok(p) => {
+                        p.forget();
+                        batch += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            for _ in 0..batch {
+                out.extend_from_slice(&req);
+            }
+            wr.write_all(&out).await.expect("write");
+            out.clear();
+            sent += batch;
+        }
+        wr
+    });
+    let mut buf = BytesMut::new();
+    let mut received = 0;
+    while received < PIPELINED {
+        let chunk = (PIPELINED - received).min(16);
+        read_frames(&mut rd, &mut buf, chunk).await;
+        received += chunk;
+        window.add_permits(chunk);
+    }
+    let _wr = writer.await.expect("writer");
+    PIPELINED as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn rpc_ping_pong(
+    client: &RpcClient<TokioTransport>,
+    addr: &str,
+    req: &RemotingCommand,
+) -> f64 {
+    let start = Instant::now();
+    for _ in 0..PING_PONGS {
+        client
+            .invoke(addr, req.clone(), CALL)
+            .await
+            .expect("answered");
+    }
+    start.elapsed().as_secs_f64() * 1e6 / PING_PONGS as f64
+}
+
+async fn rpc_pipelined(
+    client: &RpcClient<TokioTransport>,
+    addr: &str,
+    req: &RemotingCommand,
+) -> f64 {
+    let start = Instant::now();
+    let per_task = PIPELINED / WINDOW;
+    let tasks: Vec<_> = (0..WINDOW)
+        .map(|_| {
+            let client = client.clone();
+            let addr = addr.to_owned();
+            let req = req.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    client
+                        .invoke(&addr, req.clone(), CALL)
+                        .await
+                        .expect("answered");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("task");
+    }
+    (per_task * WINDOW) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn main() {
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(5);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let raw_addr = raw_listener.local_addr().expect("addr").to_string();
+        tokio::spawn(raw_server(raw_listener, encoded(&response(0, SerializeType::Json))));
+        let table = HandlerTable::new().with(request_code::SEND_MESSAGE_V2, |_ctx: RequestContext, req: RemotingCommand| async move {
+            let header: SendMessageRequestHeaderV2 = req.header().ok()?;
+            debug_assert_eq!(header.b, "BenchTopic");
+            Some(response(req.opaque, req.serialize_type))
+        });
+        let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", RpcConfig::default(), table).await.expect("bind");
+        let rpc_addr = server.local_addr().to_string();
+        let client = RpcClient::new(TokioTransport, RpcConfig::default());
+        let raw_req = encoded(&request(SerializeType::Json));
+        let json_req = request(SerializeType::Json);
+        let bin_req = request(SerializeType::RocketMq);
+        // Warm up connections and allocators.
+        rpc_ping_pong(&client, &rpc_addr, &json_req).await;
+        let mut rows: [Vec<f64>; 7] = Default::default();
+        for run in 0..runs {
+            rows[0].push(raw_ping_pong(&raw_addr, &raw_req).await);
+            rows[1].push(rpc_ping_pong(&client, &rpc_addr, &json_req).await);
+            rows[2].push(raw_pipelined(&raw_addr, &raw_req).await);
+            rows[3].push(rpc_pipelined(&client, &rpc_addr, &json_req).await);
+            rows[4].push(rpc_pipelined(&client, &rpc_addr, &bin_req).await);
+            rows[5].push(rows[3][run] / rows[2][run]);
+            rows[6].push(rows[1][run] / rows[0][run]);
+            eprintln!(
+                "run {run}: raw rtt {:.1} us, rpc rtt {:.1} us, raw {:.0}/s, rpc json {:.0}/s, rpc rocketmq {:.0}/s",
+                rows[0][run], rows[1][run], rows[2][run], rows[3][run], rows[4][run]
+            );
+        }
+        let names = [
+            "ping-pong RTT raw TCP (us)",
+            "ping-pong RTT RPC, JSON header (us)",
+            "pipelined raw TCP (req/s)",
+            "pipelined RPC, JSON header (req/s)",
+            "pipelined RPC, ROCKETMQ header (req/s)",
+            "pipelined RPC JSON / raw (ratio)",
+            "ping-pong RTT RPC / raw (ratio)",
+        ];
+        println!("| measure | median | [min–max] |\n|---|---|---|");
+        for (name, row) in names.iter().zip(rows) {
+            let (m, lo, hi) = median(row);
+            println!("| {name} | {m:.2} | [{lo:.2}–{hi:.2}] |");
+        }
+        server.shutdown(Duration::from_secs(1)).await;
+    });
+}
