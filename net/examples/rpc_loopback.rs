@@ -65,7 +65,10 @@ fn encoded(cmd: &RemotingCommand) -> Bytes {
 
 /// Raw server: splits frames by their length prefix and answers each with a
 /// pre-encoded response, coalescing the answers to one read into one write.
-async fn raw_server(listener: TcpListener, reply: Bytes) {
+/// With `full_codec` it instead decodes every request (typed header too) and
+/// encodes every response, as the RPC layer does, but with no tasks,
+/// channels or correlation.
+async fn raw_server(listener: TcpListener, reply: Bytes, full_codec: bool) {
     while let Ok((stream, _)) = listener.accept().await {
         stream.set_nodelay(true).expect("nodelay");
         let reply = reply.clone();
@@ -77,12 +80,22 @@ async fn raw_server(listener: TcpListener, reply: Bytes) {
                 if rd.read_buf(&mut buf).await.unwrap_or(0) == 0 {
                     return;
                 }
-                while let Ok(len) = frame::frame_len(&buf, &FrameLimits::default()) {
-                    if buf.len() < len {
-                        break;
+                if full_codec {
+                    while let Ok(Some(req)) = frame::decode(&mut buf, &FrameLimits::default()) {
+                        let header: SendMessageRequestHeaderV2 =
+                            req.header().expect("typed header");
+                        assert_eq!(header.b, "BenchTopic");
+                        let resp = response(req.opaque, req.serialize_type);
+                        frame::encode(&resp, &FrameLimits::default(), &mut out).expect("encodable");
                     }
-                    buf.advance(len);
-                    out.extend_from_slice(&reply);
+                } else {
+                    while let Ok(len) = frame::frame_len(&buf, &FrameLimits::default()) {
+                        if buf.len() < len {
+                            break;
+                        }
+                        buf.advance(len);
+                        out.extend_from_slice(&reply);
+                    }
                 }
                 if wr.write_all(&out).await.is_err() {
                     return;
@@ -96,14 +109,26 @@ async fn raw_server(listener: TcpListener, reply: Bytes) {
     }
 }
 
-/// Reads `n` whole frames from `rd` into `buf`.
-async fn read_frames(rd: &mut tokio::net::tcp::OwnedReadHalf, buf: &mut BytesMut, mut n: usize) {
+/// Reads `n` whole frames from `rd` into `buf`, decoding them if `full_codec`.
+async fn read_frames(
+    rd: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut BytesMut,
+    mut n: usize,
+    full_codec: bool,
+) {
     while n > 0 {
         while let Ok(len) = frame::frame_len(buf, &FrameLimits::default()) {
             if buf.len() < len || n == 0 {
                 break;
             }
-            buf.advance(len);
+            if full_codec {
+                let resp = frame::decode(buf, &FrameLimits::default())
+                    .expect("valid")
+                    .expect("whole");
+                assert_eq!(resp.code, response_code::SUCCESS);
+            } else {
+                buf.advance(len);
+            }
             n -= 1;
         }
         if n > 0 {
@@ -121,12 +146,14 @@ async fn raw_ping_pong(addr: &str, req: &Bytes) -> f64 {
     let start = Instant::now();
     for _ in 0..PING_PONGS {
         wr.write_all(req).await.expect("write");
-        read_frames(&mut rd, &mut buf, 1).await;
+        read_frames(&mut rd, &mut buf, 1, false).await;
     }
     start.elapsed().as_secs_f64() * 1e6 / PING_PONGS as f64
 }
 
-async fn raw_pipelined(addr: &str, req: &Bytes) -> f64 {
+/// Pipelined through raw TCP; with `full_codec` every request is encoded
+/// from a fresh command and every response decoded.
+async fn raw_pipelined(addr: &str, req: &RemotingCommand, full_codec: bool) -> f64 {
     let stream = TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).expect("nodelay");
     let (mut rd, mut wr) = stream.into_split();
@@ -134,6 +161,7 @@ async fn raw_pipelined(addr: &str, req: &Bytes) -> f64 {
     let start = Instant::now();
     let writer_window = Arc::clone(&window);
     let req = req.clone();
+    let pre_encoded = encoded(&req);
     let writer = tokio::spawn(async move {
         let mut sent = 0;
         let mut out = BytesMut::with_capacity(64 * 1024);
@@ -152,7 +180,12 @@ async fn raw_pipelined(addr: &str, req: &Bytes) -> f64 {
                 }
             }
             for _ in 0..batch {
-                out.extend_from_slice(&req);
+                if full_codec {
+                    frame::encode(&req.clone(), &FrameLimits::default(), &mut out)
+                        .expect("encodable");
+                } else {
+                    out.extend_from_slice(&pre_encoded);
+                }
             }
             wr.write_all(&out).await.expect("write");
             out.clear();
@@ -164,7 +197,7 @@ async fn raw_pipelined(addr: &str, req: &Bytes) -> f64 {
     let mut received = 0;
     while received < PIPELINED {
         let chunk = (PIPELINED - received).min(16);
-        read_frames(&mut rd, &mut buf, chunk).await;
+        read_frames(&mut rd, &mut buf, chunk, full_codec).await;
         received += chunk;
         window.add_permits(chunk);
     }
@@ -233,7 +266,10 @@ fn main() {
     rt.block_on(async move {
         let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let raw_addr = raw_listener.local_addr().expect("addr").to_string();
-        tokio::spawn(raw_server(raw_listener, encoded(&response(0, SerializeType::Json))));
+        tokio::spawn(raw_server(raw_listener, encoded(&response(0, SerializeType::Json)), false));
+        let codec_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let codec_addr = codec_listener.local_addr().expect("addr").to_string();
+        tokio::spawn(raw_server(codec_listener, Bytes::new(), true));
         let table = HandlerTable::new().with(request_code::SEND_MESSAGE_V2, |_ctx: RequestContext, req: RemotingCommand| async move {
             let header: SendMessageRequestHeaderV2 = req.header().ok()?;
             debug_assert_eq!(header.b, "BenchTopic");
@@ -247,27 +283,31 @@ fn main() {
         let bin_req = request(SerializeType::RocketMq);
         // Warm up connections and allocators.
         rpc_ping_pong(&client, &rpc_addr, &json_req).await;
-        let mut rows: [Vec<f64>; 7] = Default::default();
+        let mut rows: [Vec<f64>; 9] = Default::default();
         for run in 0..runs {
             rows[0].push(raw_ping_pong(&raw_addr, &raw_req).await);
             rows[1].push(rpc_ping_pong(&client, &rpc_addr, &json_req).await);
-            rows[2].push(raw_pipelined(&raw_addr, &raw_req).await);
-            rows[3].push(rpc_pipelined(&client, &rpc_addr, &json_req).await);
-            rows[4].push(rpc_pipelined(&client, &rpc_addr, &bin_req).await);
-            rows[5].push(rows[3][run] / rows[2][run]);
-            rows[6].push(rows[1][run] / rows[0][run]);
+            rows[2].push(raw_pipelined(&raw_addr, &json_req, false).await);
+            rows[3].push(raw_pipelined(&codec_addr, &json_req, true).await);
+            rows[4].push(rpc_pipelined(&client, &rpc_addr, &json_req).await);
+            rows[5].push(rpc_pipelined(&client, &rpc_addr, &bin_req).await);
+            rows[6].push(rows[4][run] / rows[2][run]);
+            rows[7].push(rows[4][run] / rows[3][run]);
+            rows[8].push(rows[1][run] / rows[0][run]);
             eprintln!(
-                "run {run}: raw rtt {:.1} us, rpc rtt {:.1} us, raw {:.0}/s, rpc json {:.0}/s, rpc rocketmq {:.0}/s",
-                rows[0][run], rows[1][run], rows[2][run], rows[3][run], rows[4][run]
+                "run {run}: raw rtt {:.1} us, rpc rtt {:.1} us, raw {:.0}/s, raw+codec {:.0}/s, rpc json {:.0}/s, rpc rocketmq {:.0}/s",
+                rows[0][run], rows[1][run], rows[2][run], rows[3][run], rows[4][run], rows[5][run]
             );
         }
         let names = [
             "ping-pong RTT raw TCP (us)",
             "ping-pong RTT RPC, JSON header (us)",
-            "pipelined raw TCP (req/s)",
+            "pipelined raw TCP, length-split only (req/s)",
+            "pipelined raw TCP + full codec, JSON (req/s)",
             "pipelined RPC, JSON header (req/s)",
             "pipelined RPC, ROCKETMQ header (req/s)",
-            "pipelined RPC JSON / raw (ratio)",
+            "pipelined RPC JSON / raw TCP (ratio)",
+            "pipelined RPC JSON / raw TCP + codec (ratio)",
             "ping-pong RTT RPC / raw (ratio)",
         ];
         println!("| measure | median | [min–max] |\n|---|---|---|");

@@ -83,7 +83,14 @@ pub fn encode(
 
 /// Encodes `cmd` into a fresh buffer.
 pub fn encode_to_bytes(cmd: &RemotingCommand, limits: &FrameLimits) -> Result<Bytes, FrameError> {
-    let mut buf = BytesMut::with_capacity(256 + cmd.body.len());
+    // Header estimate: fixed fields plus each extField with quoting and separators.
+    let ext_bytes: usize = cmd
+        .ext_fields
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 8)
+        .sum();
+    let remark_bytes = cmd.remark.as_ref().map_or(0, |r| r.len() + 16);
+    let mut buf = BytesMut::with_capacity(128 + ext_bytes + remark_bytes + cmd.body.len());
     encode(cmd, limits, &mut buf)?;
     Ok(buf.freeze())
 }

@@ -102,11 +102,11 @@ pub(crate) fn put_string(dst: &mut impl BufMut, s: &str) {
 /// The header as it appears on the wire; every field is optional.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireHeader {
+struct WireHeader<'a> {
     #[serde(default)]
     code: i32,
-    #[serde(default)]
-    language: Option<String>,
+    #[serde(default, borrow)]
+    language: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     version: i32,
     #[serde(default)]
