@@ -168,3 +168,54 @@ fn binary_header_frame_is_exact() {
     assert_eq!(encode(&cmd), expected);
     assert_eq!(decode_all(&expected), cmd);
 }
+
+#[test]
+fn java_send_v2_frame_decodes_into_the_v1_view() {
+    // As the 4.9.x Java client writes it: fastjson key order, letter-named
+    // fields, properties joined by \u0001/\u0002, the serializeTypeCurrentRPC key.
+    let header = r#"{"code":310,"extFields":{"a":"pg","b":"TopicTest","c":"TBW102","d":"4","e":"1","f":"0","g":"1700000000000","h":"0","i":"TAGS\u0001TagA\u0002WAIT\u0001true\u0002","j":"0","k":"false","m":"false"},"flag":0,"language":"JAVA","opaque":5,"serializeTypeCurrentRPC":"JSON","version":409}"#;
+    let body = b"Hello RocketMQ";
+    let total = u32::try_from(4 + header.len() + body.len()).expect("small");
+    let word = u32::try_from(header.len()).expect("small");
+    let cmd = decode_all(&frame_bytes(
+        total.to_be_bytes(),
+        word.to_be_bytes(),
+        header,
+        body,
+    ));
+    assert_eq!(&cmd.body[..], body);
+    let send = sluice_net::header::SendMessageRequestHeader::from_request(&cmd).expect("V2 header");
+    assert_eq!(send.producer_group, "pg");
+    assert_eq!(send.topic, "TopicTest");
+    assert_eq!(send.default_topic_queue_nums, 4);
+    assert_eq!(send.queue_id, 1);
+    assert_eq!(send.born_timestamp, 1_700_000_000_000);
+    assert_eq!(
+        send.properties.as_deref(),
+        Some("TAGS\u{1}TagA\u{2}WAIT\u{1}true\u{2}")
+    );
+    assert_eq!(
+        (send.unit_mode, send.batch, send.max_reconsume_times),
+        (Some(false), Some(false), None)
+    );
+}
+
+#[test]
+fn send_response_carries_region_and_trace_switch_on_the_wire() {
+    let mut request = RemotingCommand::request(request_code::SEND_MESSAGE_V2);
+    request.opaque = 9;
+    let response = RemotingCommand::response_to(&request, response_code::SUCCESS).with_header(
+        &sluice_net::header::SendMessageResponseHeader::new(
+            "0A00000100002A9F0000000000000000",
+            2,
+            17,
+        ),
+    );
+    let header = r#"{"code":0,"extFields":{"MSG_REGION":"DefaultRegion","TRACE_ON":"true","msgId":"0A00000100002A9F0000000000000000","queueId":"2","queueOffset":"17"},"flag":1,"language":"JAVA","opaque":9,"version":409}"#;
+    let total = u32::try_from(4 + header.len()).expect("small");
+    let word = u32::try_from(header.len()).expect("small");
+    assert_eq!(
+        encode(&response),
+        frame_bytes(total.to_be_bytes(), word.to_be_bytes(), header, b"")
+    );
+}

@@ -38,12 +38,13 @@ macro_rules! numeric_field {
 numeric_field!(i32, i64);
 
 impl FieldValue for bool {
-    /// Like Java's `Boolean.parseBoolean`, but strict: `true`/`false` in any
-    /// case; anything else is invalid rather than silently `false`.
+    /// `true`/`false` in any case, and `1`/`0` as the C++ client sends
+    /// (`unitMode: "0"`). Anything else is invalid rather than silently
+    /// `false`.
     fn parse(text: &str) -> Option<Self> {
-        if text.eq_ignore_ascii_case("true") {
+        if text.eq_ignore_ascii_case("true") || text == "1" {
             Some(true)
-        } else if text.eq_ignore_ascii_case("false") {
+        } else if text.eq_ignore_ascii_case("false") || text == "0" {
             Some(false)
         } else {
             None

@@ -115,6 +115,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn cpp_client_send_header_with_numeric_booleans_decodes() {
+        // rocketmq-client-cpp 2.x sends unitMode/batch as "0"/"1".
+        let ext: BTreeMap<String, String> = [
+            ("a", "PG"), ("b", "TopicTest"), ("c", "TBW102"), ("d", "4"), ("e", "1"),
+            ("f", "0"), ("g", "1700000000000"), ("h", "0"), ("j", "0"), ("k", "0"), ("m", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let h = SendMessageRequestHeaderV2::from_ext_fields(&ext).expect("decodes");
+        assert_eq!((h.k, h.m), (Some(false), Some(true)));
+        let mut bad = ext;
+        bad.insert("k".into(), "maybe".into());
+        assert!(SendMessageRequestHeaderV2::from_ext_fields(&bad).is_err());
+    }
+
     macro_rules! round_trip_all {
         ($($ty:ident),* $(,)?) => {$(
             #[allow(non_snake_case)]
