@@ -253,68 +253,116 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
+/// Starts the three servers; returns their addresses (raw, raw + codec, RPC).
+async fn start_servers() -> (String, String, String, RpcServer) {
+    let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let raw_addr = raw_listener.local_addr().expect("addr").to_string();
+    tokio::spawn(raw_server(
+        raw_listener,
+        encoded(&response(0, SerializeType::Json)),
+        false,
+    ));
+    let codec_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let codec_addr = codec_listener.local_addr().expect("addr").to_string();
+    tokio::spawn(raw_server(codec_listener, Bytes::new(), true));
+    let table = HandlerTable::new().with(
+        request_code::SEND_MESSAGE_V2,
+        |_ctx: RequestContext, req: RemotingCommand| async move {
+            let header: SendMessageRequestHeaderV2 = req.header().ok()?;
+            debug_assert_eq!(header.b, "BenchTopic");
+            Some(response(req.opaque, req.serialize_type))
+        },
+    );
+    let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", RpcConfig::default(), table)
+        .await
+        .expect("bind");
+    let rpc_addr = server.local_addr().to_string();
+    (raw_addr, codec_addr, rpc_addr, server)
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// `split` (default): servers on one single-threaded runtime in their own
+/// thread, the client on another, like a client process and a broker.
+/// `multi`: everything on one two-worker runtime.
 fn main() {
     let runs: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
-        let raw_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let raw_addr = raw_listener.local_addr().expect("addr").to_string();
-        tokio::spawn(raw_server(raw_listener, encoded(&response(0, SerializeType::Json)), false));
-        let codec_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let codec_addr = codec_listener.local_addr().expect("addr").to_string();
-        tokio::spawn(raw_server(codec_listener, Bytes::new(), true));
-        let table = HandlerTable::new().with(request_code::SEND_MESSAGE_V2, |_ctx: RequestContext, req: RemotingCommand| async move {
-            let header: SendMessageRequestHeaderV2 = req.header().ok()?;
-            debug_assert_eq!(header.b, "BenchTopic");
-            Some(response(req.opaque, req.serialize_type))
+    let split = std::env::args().nth(2).as_deref() != Some("multi");
+    if split {
+        let (tx, rx) = std::sync::mpsc::channel();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "benchmark driver: the server side gets its own OS thread, as a broker process would"
+        )]
+        std::thread::spawn(move || {
+            current_thread().block_on(async move {
+                let (raw, codec, rpc, server) = start_servers().await;
+                tx.send((raw, codec, rpc)).expect("main thread waits");
+                std::future::pending::<()>().await;
+                drop(server);
+            });
         });
-        let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", RpcConfig::default(), table).await.expect("bind");
-        let rpc_addr = server.local_addr().to_string();
-        let client = RpcClient::new(TokioTransport, RpcConfig::default());
-        let raw_req = encoded(&request(SerializeType::Json));
-        let json_req = request(SerializeType::Json);
-        let bin_req = request(SerializeType::RocketMq);
-        // Warm up connections and allocators.
-        rpc_ping_pong(&client, &rpc_addr, &json_req).await;
-        let mut rows: [Vec<f64>; 9] = Default::default();
-        for run in 0..runs {
-            rows[0].push(raw_ping_pong(&raw_addr, &raw_req).await);
-            rows[1].push(rpc_ping_pong(&client, &rpc_addr, &json_req).await);
-            rows[2].push(raw_pipelined(&raw_addr, &json_req, false).await);
-            rows[3].push(raw_pipelined(&codec_addr, &json_req, true).await);
-            rows[4].push(rpc_pipelined(&client, &rpc_addr, &json_req).await);
-            rows[5].push(rpc_pipelined(&client, &rpc_addr, &bin_req).await);
-            rows[6].push(rows[4][run] / rows[2][run]);
-            rows[7].push(rows[4][run] / rows[3][run]);
-            rows[8].push(rows[1][run] / rows[0][run]);
-            eprintln!(
-                "run {run}: raw rtt {:.1} us, rpc rtt {:.1} us, raw {:.0}/s, raw+codec {:.0}/s, rpc json {:.0}/s, rpc rocketmq {:.0}/s",
-                rows[0][run], rows[1][run], rows[2][run], rows[3][run], rows[4][run], rows[5][run]
-            );
-        }
-        let names = [
-            "ping-pong RTT raw TCP (us)",
-            "ping-pong RTT RPC, JSON header (us)",
-            "pipelined raw TCP, length-split only (req/s)",
-            "pipelined raw TCP + full codec, JSON (req/s)",
-            "pipelined RPC, JSON header (req/s)",
-            "pipelined RPC, ROCKETMQ header (req/s)",
-            "pipelined RPC JSON / raw TCP (ratio)",
-            "pipelined RPC JSON / raw TCP + codec (ratio)",
-            "ping-pong RTT RPC / raw (ratio)",
-        ];
-        println!("| measure | median | [min–max] |\n|---|---|---|");
-        for (name, row) in names.iter().zip(rows) {
-            let (m, lo, hi) = median(row);
-            println!("| {name} | {m:.2} | [{lo:.2}–{hi:.2}] |");
-        }
-        server.shutdown(Duration::from_secs(1)).await;
-    });
+        let addrs = rx.recv().expect("servers started");
+        current_thread().block_on(drive(runs, addrs));
+    } else {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let (raw, codec, rpc, server) = start_servers().await;
+            drive(runs, (raw, codec, rpc)).await;
+            server.shutdown(Duration::from_secs(1)).await;
+        });
+    }
+}
+
+async fn drive(runs: usize, (raw_addr, codec_addr, rpc_addr): (String, String, String)) {
+    let client = RpcClient::new(TokioTransport, RpcConfig::default());
+    let raw_req = encoded(&request(SerializeType::Json));
+    let json_req = request(SerializeType::Json);
+    let bin_req = request(SerializeType::RocketMq);
+    // Warm up connections and allocators.
+    rpc_ping_pong(&client, &rpc_addr, &json_req).await;
+    let mut rows: [Vec<f64>; 9] = Default::default();
+    for run in 0..runs {
+        rows[0].push(raw_ping_pong(&raw_addr, &raw_req).await);
+        rows[1].push(rpc_ping_pong(&client, &rpc_addr, &json_req).await);
+        rows[2].push(raw_pipelined(&raw_addr, &json_req, false).await);
+        rows[3].push(raw_pipelined(&codec_addr, &json_req, true).await);
+        rows[4].push(rpc_pipelined(&client, &rpc_addr, &json_req).await);
+        rows[5].push(rpc_pipelined(&client, &rpc_addr, &bin_req).await);
+        rows[6].push(rows[4][run] / rows[2][run]);
+        rows[7].push(rows[4][run] / rows[3][run]);
+        rows[8].push(rows[1][run] / rows[0][run]);
+        eprintln!(
+            "run {run}: raw rtt {:.1} us, rpc rtt {:.1} us, raw {:.0}/s, raw+codec {:.0}/s, rpc json {:.0}/s, rpc rocketmq {:.0}/s",
+            rows[0][run], rows[1][run], rows[2][run], rows[3][run], rows[4][run], rows[5][run]
+        );
+    }
+    let names = [
+        "ping-pong RTT raw TCP (us)",
+        "ping-pong RTT RPC, JSON header (us)",
+        "pipelined raw TCP, length-split only (req/s)",
+        "pipelined raw TCP + full codec, JSON (req/s)",
+        "pipelined RPC, JSON header (req/s)",
+        "pipelined RPC, ROCKETMQ header (req/s)",
+        "pipelined RPC JSON / raw TCP (ratio)",
+        "pipelined RPC JSON / raw TCP + codec (ratio)",
+        "ping-pong RTT RPC / raw (ratio)",
+    ];
+    println!("| measure | median | [min–max] |\n|---|---|---|");
+    for (name, row) in names.iter().zip(rows) {
+        let (m, lo, hi) = median(row);
+        println!("| {name} | {m:.2} | [{lo:.2}–{hi:.2}] |");
+    }
 }

@@ -119,8 +119,17 @@ mod tests {
     fn cpp_client_send_header_with_numeric_booleans_decodes() {
         // rocketmq-client-cpp 2.x sends unitMode/batch as "0"/"1".
         let ext: BTreeMap<String, String> = [
-            ("a", "PG"), ("b", "TopicTest"), ("c", "TBW102"), ("d", "4"), ("e", "1"),
-            ("f", "0"), ("g", "1700000000000"), ("h", "0"), ("j", "0"), ("k", "0"), ("m", "1"),
+            ("a", "PG"),
+            ("b", "TopicTest"),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", "1"),
+            ("f", "0"),
+            ("g", "1700000000000"),
+            ("h", "0"),
+            ("j", "0"),
+            ("k", "0"),
+            ("m", "1"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
