@@ -85,6 +85,14 @@ proptest! {
     }
 
     #[test]
+    fn split_encoding_is_the_whole_frame(cmd in command(false)) {
+        let limits = FrameLimits::default();
+        let whole = frame::encode_to_bytes(&cmd, &limits).expect("encodable");
+        let split = frame::encode_split(&cmd, &limits).expect("encodable");
+        prop_assert_eq!([&split.head[..], &split.body[..]].concat(), whole.to_vec());
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let limits = FrameLimits::default();
         let _ = frame::decode_slice(&bytes, &limits);

@@ -118,6 +118,7 @@ tokio_cases!(
     shutdown_fails_requests_that_never_finish,
     in_flight_bound_rejects_excess_calls,
     malformed_frame_closes_only_that_connection,
+    large_bodies_round_trip_uncopied,
 );
 
 turmoil_cases!(
@@ -131,6 +132,7 @@ turmoil_cases!(
     shutdown_fails_requests_that_never_finish,
     in_flight_bound_rejects_excess_calls,
     malformed_frame_closes_only_that_connection,
+    large_bodies_round_trip_uncopied,
     held_link_times_out_then_recovers_after_release,
     reconnects_after_partition_heals,
 );

@@ -46,6 +46,19 @@ pub fn encode(
     limits: &FrameLimits,
     dst: &mut BytesMut,
 ) -> Result<(), FrameError> {
+    encode_head(cmd, limits, dst)?;
+    dst.put_slice(&cmd.body);
+    Ok(())
+}
+
+/// Appends the length prefix and header of `cmd` to `dst`: the whole frame
+/// except the body, which must follow on the wire unchanged. This lets a
+/// large body (a pull response slice) be written without copying it.
+pub fn encode_head(
+    cmd: &RemotingCommand,
+    limits: &FrameLimits,
+    dst: &mut BytesMut,
+) -> Result<(), FrameError> {
     let start = dst.len();
     dst.put_u64(0); // length and header-length words, patched below
     let header_start = dst.len();
@@ -58,39 +71,90 @@ pub fn encode(
     };
     let header_len = dst.len() - header_start;
     let frame_len = 8 + header_len + cmd.body.len();
-    let checked = written
+    let words = written
         .and_then(|()| check(header_len, limits.header_bytes_max, "header"))
-        .and_then(|()| check(header_len, HEADER_LEN_MASK as usize, "header"))
-        .and_then(|()| check(frame_len, limits.frame_bytes_max, "frame"));
-    if let Err(e) = checked {
-        dst.truncate(start);
-        return Err(e);
+        .and_then(|()| check(frame_len, limits.frame_bytes_max, "frame"))
+        .and_then(|()| {
+            let header_len = u32::try_from(header_len)
+                .ok()
+                .filter(|len| len & !HEADER_LEN_MASK == 0)
+                .ok_or(FrameError::TooLarge {
+                    what: "header",
+                    len: header_len as u64,
+                    max: u64::from(HEADER_LEN_MASK),
+                })?;
+            let total = i32::try_from(frame_len - 4).map_err(|_| FrameError::TooLarge {
+                what: "frame",
+                len: frame_len as u64,
+                max: i32::MAX as u64,
+            })?;
+            Ok((
+                total,
+                (u32::from(cmd.serialize_type.as_u8()) << 24) | header_len,
+            ))
+        });
+    match words {
+        Ok((total, header_word)) => {
+            dst[start..start + 4].copy_from_slice(&total.to_be_bytes());
+            dst[start + 4..start + 8].copy_from_slice(&header_word.to_be_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            dst.truncate(start);
+            Err(e)
+        }
     }
-    dst.put_slice(&cmd.body);
-    // Both values are bounded by the checks above (frame_bytes_max is a usize
-    // but a frame beyond i32 would not have passed a sane limit; guard anyway).
-    let total = u32::try_from(frame_len - 4).map_err(|_| FrameError::TooLarge {
-        what: "frame",
-        len: frame_len as u64,
-        max: i32::MAX as u64,
-    })?;
-    let header_word = (u32::from(cmd.serialize_type.as_u8()) << 24)
-        | u32::try_from(header_len).expect("invariant: header_len checked against the 24-bit mask");
-    dst[start..start + 4].copy_from_slice(&total.to_be_bytes());
-    dst[start + 4..start + 8].copy_from_slice(&header_word.to_be_bytes());
-    Ok(())
 }
 
-/// Encodes `cmd` into a fresh buffer.
-pub fn encode_to_bytes(cmd: &RemotingCommand, limits: &FrameLimits) -> Result<Bytes, FrameError> {
-    // Header estimate: fixed fields plus each extField with quoting and separators.
+/// A frame split into its encoded head and the command's own body bytes
+/// (shared, not copied); write `head` then `body`.
+#[derive(Debug, Clone)]
+pub struct EncodedFrame {
+    /// Length prefix, header-length word and header.
+    pub head: Bytes,
+    /// The body, as given.
+    pub body: Bytes,
+}
+
+impl EncodedFrame {
+    /// Total bytes on the wire.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    /// True if the frame has no bytes (never the case for a valid frame).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Encodes `cmd` without copying its body.
+pub fn encode_split(
+    cmd: &RemotingCommand,
+    limits: &FrameLimits,
+) -> Result<EncodedFrame, FrameError> {
+    let mut head = BytesMut::with_capacity(head_capacity(cmd));
+    encode_head(cmd, limits, &mut head)?;
+    Ok(EncodedFrame {
+        head: head.freeze(),
+        body: cmd.body.clone(),
+    })
+}
+
+/// Header size estimate: fixed fields plus each extField with quoting and separators.
+fn head_capacity(cmd: &RemotingCommand) -> usize {
     let ext_bytes: usize = cmd
         .ext_fields
         .iter()
         .map(|(k, v)| k.len() + v.len() + 8)
         .sum();
     let remark_bytes = cmd.remark.as_ref().map_or(0, |r| r.len() + 16);
-    let mut buf = BytesMut::with_capacity(128 + ext_bytes + remark_bytes + cmd.body.len());
+    128 + ext_bytes + remark_bytes
+}
+
+/// Encodes `cmd` into a fresh buffer.
+pub fn encode_to_bytes(cmd: &RemotingCommand, limits: &FrameLimits) -> Result<Bytes, FrameError> {
+    let mut buf = BytesMut::with_capacity(head_capacity(cmd) + cmd.body.len());
     encode(cmd, limits, &mut buf)?;
     Ok(buf.freeze())
 }

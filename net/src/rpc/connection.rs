@@ -9,13 +9,12 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use super::handler::{Handler, RequestContext};
 use super::RpcConfig;
-use crate::remoting::frame::{self, FrameLimits};
+use crate::remoting::frame::{self, EncodedFrame, FrameLimits};
 use crate::remoting::{response_code, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::transport::{FrameReader, FrameWriter, Socket};
 use crate::{Error, RemotingCommand, Result};
@@ -34,7 +33,7 @@ const STATE_CLOSED: u8 = 2;
 pub(crate) type CloseHook = Arc<dyn Fn(&ConnectionHandle) + Send + Sync>;
 
 enum Outbound {
-    Frame(Bytes),
+    Frame(EncodedFrame),
     /// Flush everything queued before this, then half-close and close.
     Close,
 }
@@ -96,7 +95,7 @@ impl ConnectionHandle {
                 next_opaque: AtomicI32::new(1),
                 pending: Mutex::new(Some(BTreeMap::new())),
                 outbound: tx,
-                in_flight: Semaphore::new(config.in_flight_max),
+                in_flight: Semaphore::new(config.in_flight_max.min(Semaphore::MAX_PERMITS)),
                 handlers: Arc::new(Semaphore::new(handlers_max as usize)),
                 state: watch::Sender::new(STATE_OPEN),
                 on_close,
@@ -150,7 +149,7 @@ impl ConnectionHandle {
         let opaque = self.shared.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.opaque = opaque;
         request.flag &= !(FLAG_RESPONSE | FLAG_ONEWAY);
-        let frame = frame::encode_to_bytes(&request, &self.shared.limits)?;
+        let frame = frame::encode_split(&request, &self.shared.limits)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self
@@ -202,7 +201,7 @@ impl ConnectionHandle {
         }
         request.opaque = self.shared.next_opaque.fetch_add(1, Ordering::Relaxed);
         request.flag = (request.flag & !FLAG_RESPONSE) | FLAG_ONEWAY;
-        let frame = frame::encode_to_bytes(&request, &self.shared.limits)?;
+        let frame = frame::encode_split(&request, &self.shared.limits)?;
         match tokio::time::timeout(timeout, self.shared.outbound.send(Outbound::Frame(frame))).await
         {
             Ok(Ok(())) => Ok(()),
@@ -288,7 +287,7 @@ impl ConnectionHandle {
             if !cmd.is_oneway() {
                 let busy = RemotingCommand::response_to(&cmd, response_code::SYSTEM_BUSY)
                     .with_remark("[OVERLOAD]system busy, too many requests on this connection");
-                if let Ok(frame) = frame::encode_to_bytes(&busy, &self.shared.limits) {
+                if let Ok(frame) = frame::encode_split(&busy, &self.shared.limits) {
                     let _ = self.shared.outbound.try_send(Outbound::Frame(frame));
                 }
             }
@@ -341,7 +340,7 @@ impl ConnectionHandle {
         response.opaque = opaque;
         response.flag = (response.flag | FLAG_RESPONSE) & !FLAG_ONEWAY;
         response.serialize_type = serialize_type;
-        let frame = frame::encode_to_bytes(&response, &self.shared.limits).or_else(|e| {
+        let frame = frame::encode_split(&response, &self.shared.limits).or_else(|e| {
             tracing::warn!(peer = %self.shared.peer, error = %e, "response cannot be encoded; answering SYSTEM_ERROR");
             let mut fallback = RemotingCommand::response(
                 response_code::SYSTEM_ERROR,
@@ -349,7 +348,7 @@ impl ConnectionHandle {
             );
             fallback.opaque = opaque;
             fallback.serialize_type = serialize_type;
-            frame::encode_to_bytes(&fallback, &self.shared.limits)
+            frame::encode_split(&fallback, &self.shared.limits)
         });
         frame.ok().map(Outbound::Frame)
     }
@@ -396,7 +395,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             loop {
                 while let Some(msg) = next {
                     match msg {
-                        Outbound::Frame(frame) => out.push(frame).await?,
+                        Outbound::Frame(frame) => out.push(&frame.head, &frame.body).await?,
                         Outbound::Close => return out.shutdown().await,
                     }
                     next = rx.try_recv().ok();

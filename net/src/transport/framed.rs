@@ -4,7 +4,7 @@
 
 use std::io;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::remoting::frame::{self, FrameLimits};
@@ -77,26 +77,34 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         }
     }
 
-    /// Queues one encoded frame; writes when the buffer is full or the frame
-    /// is large. Call [`FrameWriter::flush`] when no more frames are ready.
-    pub async fn push(&mut self, frame: Bytes) -> io::Result<()> {
-        if frame.len() > COALESCE_FRAME_BYTES_MAX {
-            self.flush().await?;
-            return self.inner.write_all(&frame).await;
+    /// Queues one frame given as its head and body (see
+    /// [`crate::remoting::frame::encode_split`]). Small frames are copied into
+    /// the coalescing buffer; a large body is written straight from `body`.
+    /// Call [`FrameWriter::flush`] when no more frames are ready.
+    pub async fn push(&mut self, head: &[u8], body: &[u8]) -> io::Result<()> {
+        self.buf.extend_from_slice(head);
+        if body.len() > COALESCE_FRAME_BYTES_MAX {
+            self.write_buffered().await?;
+            return self.inner.write_all(body).await;
         }
-        self.buf.extend_from_slice(&frame);
+        self.buf.extend_from_slice(body);
         if self.buf.len() >= COALESCE_BUFFER_BYTES {
-            self.flush().await?;
+            self.write_buffered().await?;
+        }
+        Ok(())
+    }
+
+    async fn write_buffered(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.write_all(&self.buf).await?;
+            self.buf.clear();
         }
         Ok(())
     }
 
     /// Writes everything buffered.
     pub async fn flush(&mut self) -> io::Result<()> {
-        if !self.buf.is_empty() {
-            self.inner.write_all(&self.buf).await?;
-            self.buf.clear();
-        }
+        self.write_buffered().await?;
         self.inner.flush().await
     }
 

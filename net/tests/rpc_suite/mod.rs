@@ -509,3 +509,18 @@ pub async fn reconnects_after_partition_heals<T: Transport>(t: T, addr: String, 
         .await
         .expect("reconnected after heal");
 }
+
+pub async fn large_bodies_round_trip_uncopied<T: Transport>(t: T, addr: String, _c: Arc<Control>) {
+    let client = RpcClient::new(t, RpcConfig::default());
+    let body: Vec<u8> = (0..4 * 1024 * 1024 + 7)
+        .map(|i: u32| (i % 251) as u8)
+        .collect();
+    let small = echo("small-before");
+    let big = RemotingCommand::request(ECHO).with_body(body.clone());
+    let (a, b) = tokio::join!(
+        client.invoke(&addr, small, CALL),
+        client.invoke(&addr, big, CALL)
+    );
+    assert_eq!(a.expect("small").remark.as_deref(), Some("small-before"));
+    assert_eq!(b.expect("big").body, body);
+}
