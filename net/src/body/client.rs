@@ -44,10 +44,13 @@ pub struct ConsumerData {
     /// Group name.
     pub group_name: String,
     /// `CONSUME_PASSIVELY` (push) or `CONSUME_ACTIVELY` (pull).
+    #[serde(deserialize_with = "lenient::consume_type")]
     pub consume_type: String,
     /// `CLUSTERING` or `BROADCASTING`.
+    #[serde(deserialize_with = "lenient::message_model")]
     pub message_model: String,
     /// `CONSUME_FROM_LAST_OFFSET`, `..._FIRST_OFFSET`, `..._TIMESTAMP`, ...
+    #[serde(deserialize_with = "lenient::consume_from_where")]
     pub consume_from_where: String,
     /// Subscriptions.
     pub subscription_data_set: Vec<SubscriptionData>,
@@ -70,6 +73,7 @@ pub struct SubscriptionData {
     /// Java `String.hashCode` of each tag.
     pub code_set: Vec<i32>,
     /// Version (ms timestamp).
+    #[serde(deserialize_with = "lenient::integer")]
     pub sub_version: i64,
     /// `TAG` or `SQL92`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,9 +111,82 @@ pub struct ConsumerListBody {
     pub consumer_id_list: Vec<String>,
 }
 
+/// The C++ client writes enums as their ordinals (`"messageModel":1`)
+/// and `subVersion` as a string; Java writes names and numbers. Accept both.
+mod lenient {
+    use serde::de::{Deserializer, Error};
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NameOrOrdinal {
+        Name(String),
+        Ordinal(i64),
+    }
+
+    fn named<'de, D: Deserializer<'de>>(d: D, names: &[&str]) -> Result<String, D::Error> {
+        match NameOrOrdinal::deserialize(d)? {
+            NameOrOrdinal::Name(n) => Ok(n),
+            NameOrOrdinal::Ordinal(i) => usize::try_from(i)
+                .ok()
+                .and_then(|i| names.get(i))
+                .map(|n| (*n).to_owned())
+                .ok_or_else(|| D::Error::custom(format!("unknown enum ordinal {i}"))),
+        }
+    }
+
+    /// Java `ConsumeType` ordinals.
+    pub(super) fn consume_type<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        named(d, &["CONSUME_ACTIVELY", "CONSUME_PASSIVELY"])
+    }
+
+    /// Java `MessageModel` ordinals.
+    pub(super) fn message_model<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        named(d, &["BROADCASTING", "CLUSTERING"])
+    }
+
+    /// Java `ConsumeFromWhere` ordinals.
+    pub(super) fn consume_from_where<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        named(
+            d,
+            &[
+                "CONSUME_FROM_LAST_OFFSET",
+                "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                "CONSUME_FROM_MIN_OFFSET",
+                "CONSUME_FROM_MAX_OFFSET",
+                "CONSUME_FROM_FIRST_OFFSET",
+                "CONSUME_FROM_TIMESTAMP",
+            ],
+        )
+    }
+
+    /// A number written as a number or as a decimal string.
+    pub(super) fn integer<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        match NameOrOrdinal::deserialize(d)? {
+            NameOrOrdinal::Ordinal(i) => Ok(i),
+            NameOrOrdinal::Name(s) => s.trim().parse().map_err(D::Error::custom),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_a_cpp_client_heartbeat_with_ordinals_and_string_versions() {
+        // As rocketmq-client-cpp 2.x sends it (captured from PyPI rocketmq 0.4.4).
+        let json = br#"{"clientID":"29180-127.0.0.1@DEFAULT","consumerDataSet":[{"consumeFromWhere":0,"consumeType":1,"groupName":"g","messageModel":1,"subscriptionDataSet":[{"subString":"*","subVersion":"1796001879624","topic":"%RETRY%g"},{"subString":"TagA","subVersion":"1796001879624","topic":"T"}]}]}"#;
+        let hb: HeartbeatData = crate::body::decode(json, "HeartbeatData").expect("parses");
+        let c = &hb.consumer_data_set[0];
+        assert_eq!(c.consume_type, "CONSUME_PASSIVELY");
+        assert_eq!(c.message_model, "CLUSTERING");
+        assert_eq!(c.consume_from_where, "CONSUME_FROM_LAST_OFFSET");
+        assert_eq!(c.subscription_data_set[1].sub_version, 1_796_001_879_624);
+        assert_eq!(c.subscription_data_set[1].sub_string, "TagA");
+        let bad = br#"{"consumerDataSet":[{"messageModel":7}]}"#;
+        assert!(crate::body::decode::<HeartbeatData>(bad, "HeartbeatData").is_err());
+    }
 
     #[test]
     fn parses_a_java_heartbeat() {

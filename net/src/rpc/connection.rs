@@ -45,6 +45,7 @@ struct Shared {
     peer: SocketAddr,
     limits: FrameLimits,
     close_on_timeout: bool,
+    idle_timeout: Option<Duration>,
     in_flight_max: usize,
     handlers_max: u32,
     next_opaque: AtomicI32,
@@ -90,6 +91,7 @@ impl ConnectionHandle {
                 peer: socket.peer_addr,
                 limits: config.limits,
                 close_on_timeout: config.close_on_timeout,
+                idle_timeout: config.idle_timeout,
                 in_flight_max: config.in_flight_max,
                 handlers_max,
                 next_opaque: AtomicI32::new(1),
@@ -432,10 +434,20 @@ async fn read_loop<R: AsyncRead + Unpin>(
     let mut state = handle.shared.state.subscribe();
     let mut frames = FrameReader::new(reader, handle.shared.limits);
     loop {
+        let next_frame = async {
+            match handle.shared.idle_timeout {
+                Some(idle) => tokio::time::timeout(idle, frames.next()).await.ok(),
+                None => Some(frames.next().await),
+            }
+        };
         let next = tokio::select! {
             biased;
             () = wait_state(&mut state, STATE_DRAINING) => return,
-            next = frames.next() => next,
+            next = next_frame => next,
+        };
+        let Some(next) = next else {
+            tracing::info!(peer = %handle.shared.peer, "closing idle connection");
+            break;
         };
         match next {
             Ok(Some(cmd)) => handle.dispatch(cmd, &handler),

@@ -35,6 +35,9 @@ pub struct RpcConfig {
     /// a segment never recovers (turmoil has no retransmit, and a real peer
     /// may have vanished), so the next call should dial afresh.
     pub close_on_timeout: bool,
+    /// Close a connection on which nothing arrives for this long. RocketMQ
+    /// servers use 120 s (clients heartbeat every 30 s); `None` never closes.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for RpcConfig {
@@ -46,6 +49,7 @@ impl Default for RpcConfig {
             handlers_in_flight_max: 16_384,
             outbound_queue_frames: 4_096,
             close_on_timeout: true,
+            idle_timeout: None,
         }
     }
 }
