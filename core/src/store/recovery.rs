@@ -266,6 +266,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 .insert(cq.queue_id(), cq.max_offset().0);
         }
         self.log.resume(end, queue_next, last_ms);
+        // Allocate (and pre-fault) the active segment now, not inside the
+        // first put: a fresh 1 GiB segment takes seconds to prepare.
+        self.log.chain().get_or_create(end)?;
         let d = self
             .dispatcher
             .get_mut()
