@@ -1,4 +1,17 @@
 //! sluice-node: name server, broker and controller, generic over the disk,
 //! clock and transport seams, and the `sluice-node` binary.
 //!
-//! Nothing is implemented yet; see the node issue.
+//! Module map:
+//! - [`namesrv`]: the name server (broker registration, topic routes,
+//!   cluster info, KV config, broker expiry).
+//! - [`broker`]: the broker: request handlers over the store, topics,
+//!   consumer offsets, client registry, long polling, registration.
+//! - [`config_file`]: the broker's TOML configuration file.
+//! - [`error`]: the crate's `Error`.
+
+pub mod broker;
+pub mod config_file;
+pub mod error;
+pub mod namesrv;
+
+pub use error::{Error, Result};

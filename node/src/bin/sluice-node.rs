@@ -1,0 +1,162 @@
+//! `sluice-node`: run a name server, a broker, or both in one process
+//! (`standalone`). Parses flags, picks the production seams (tokio TCP,
+//! mapped files, the system clock) and calls the library.
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use sluice_core::disk::MmapDisk;
+use sluice_core::SystemClock;
+use sluice_net::TokioTransport;
+use sluice_node::broker::{Broker, BrokerConfig};
+use sluice_node::config_file::{parse_flush_mode, BrokerFile};
+use sluice_node::namesrv::{NameServer, NameServerConfig};
+use tokio::sync::watch;
+
+#[derive(Parser)]
+#[command(name = "sluice-node", version, about = "Sluice name server and broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A name server.
+    Namesrv {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:9876")]
+        listen: String,
+    },
+    /// A broker configured by a TOML file.
+    Broker {
+        /// Configuration file (every key optional).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// A name server and a broker in one process, on an embedded data dir.
+    Standalone {
+        /// Data directory (created if missing).
+        #[arg(long, default_value = "./sluice-data")]
+        data_dir: PathBuf,
+        /// Name server listen address.
+        #[arg(long, default_value = "127.0.0.1:9876")]
+        namesrv_listen: String,
+        /// Broker listen address (port − 2 is served too, for old clients).
+        #[arg(long, default_value = "127.0.0.1:10911")]
+        broker_listen: String,
+        /// `async` (ack from page cache, RocketMQ's default) or `sync`
+        /// (ack after fsync, with group commit).
+        #[arg(long, default_value = "async")]
+        flush: String,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(run(cli.command))
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    let stop = shutdown_signal();
+    match command {
+        Command::Namesrv { listen } => {
+            let config = NameServerConfig {
+                listen_addr: listen,
+                ..NameServerConfig::default()
+            };
+            let ns = NameServer::start(config, SystemClock::new(), &TokioTransport).await?;
+            ns.run_until(wait(stop)).await;
+        }
+        Command::Broker { config } => {
+            let file = match config {
+                Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
+                None => BrokerFile::default(),
+            };
+            let (config, data_dir) = file.into_config()?;
+            run_broker(config, PathBuf::from(data_dir), stop).await?;
+        }
+        Command::Standalone {
+            data_dir,
+            namesrv_listen,
+            broker_listen,
+            flush,
+        } => {
+            let ns_config = NameServerConfig {
+                listen_addr: namesrv_listen,
+                ..NameServerConfig::default()
+            };
+            let ns = NameServer::start(ns_config, SystemClock::new(), &TokioTransport).await?;
+            let mut config = BrokerConfig {
+                listen: broker_listen,
+                namesrv_addrs: vec![ns.local_addr().to_string()],
+                ..BrokerConfig::default()
+            };
+            config.store.flush_mode = parse_flush_mode(&flush)?;
+            let result = run_broker(config, data_dir, stop).await;
+            ns.shutdown().await;
+            result?;
+        }
+    }
+    Ok(())
+}
+
+async fn run_broker(
+    config: BrokerConfig,
+    data_dir: PathBuf,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&data_dir)?;
+    let disk = MmapDisk::new(&data_dir)?;
+    let broker = Broker::open(disk, SystemClock::new(), config).await?;
+    broker
+        .serve(TokioTransport, wait(stop), |addr| {
+            // A line scripts can wait for.
+            println!("sluice broker listening on {addr}");
+        })
+        .await?;
+    Ok(())
+}
+
+/// Flips to `true` on SIGINT or SIGTERM.
+fn shutdown_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing a SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutdown requested");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+fn wait(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> {
+    async move {
+        while !*rx.borrow() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Producers and consumers known to the broker through heartbeats: their
+//! groups, client ids, connections and (for consumers) subscriptions. A
+//! connection that closes or stays silent past the idle limit is dropped.
+//! Ordered maps keep every walk deterministic.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sluice_net::body::{ConsumerData, SubscriptionData};
+use sluice_net::rpc::ConnectionId;
+use sluice_net::ConnectionHandle;
+
+/// One client connection in a group.
+#[derive(Clone)]
+pub struct Channel {
+    /// `clientIP@instance`.
+    pub client_id: String,
+    /// The connection heartbeats arrive on (for broker→client calls).
+    pub connection: ConnectionHandle,
+    /// Monotonic time of the last heartbeat.
+    pub last_seen: Duration,
+}
+
+/// A consumer group's registration.
+#[derive(Clone, Default)]
+pub struct ConsumerGroup {
+    /// `CLUSTERING` or `BROADCASTING`.
+    pub message_model: String,
+    /// `CONSUME_PASSIVELY` (push) or `CONSUME_ACTIVELY` (pull).
+    pub consume_type: String,
+    /// Subscriptions by topic (the latest heartbeat wins).
+    pub subscriptions: BTreeMap<String, SubscriptionData>,
+    /// Live connections.
+    pub channels: BTreeMap<ConnectionId, Channel>,
+}
+
+/// The registry.
+#[derive(Default)]
+pub struct ClientRegistry {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    producers: BTreeMap<String, BTreeMap<ConnectionId, Channel>>,
+    consumers: BTreeMap<String, ConsumerGroup>,
+}
+
+impl ClientRegistry {
+    /// Registers a producer group member.
+    pub fn register_producer(&self, group: &str, channel: Channel) {
+        self.lock()
+            .producers
+            .entry(group.to_owned())
+            .or_default()
+            .insert(channel.connection.id(), channel);
+    }
+
+    /// Registers a consumer group member; true when the group's membership
+    /// changed (its members must be told to rebalance).
+    pub fn register_consumer(&self, data: &ConsumerData, channel: Channel) -> bool {
+        let mut inner = self.lock();
+        let group = inner.consumers.entry(data.group_name.clone()).or_default();
+        group.message_model.clone_from(&data.message_model);
+        group.consume_type.clone_from(&data.consume_type);
+        for sub in &data.subscription_data_set {
+            group.subscriptions.insert(sub.topic.clone(), sub.clone());
+        }
+        let id = channel.connection.id();
+        let changed = group
+            .channels
+            .get(&id)
+            .is_none_or(|c| c.client_id != channel.client_id);
+        group.channels.insert(id, channel);
+        changed
+    }
+
+    /// Removes a client from the named groups; returns the consumer groups
+    /// whose membership changed.
+    pub fn unregister(
+        &self,
+        client_id: &str,
+        producer_group: Option<&str>,
+        consumer_group: Option<&str>,
+    ) -> Vec<String> {
+        let mut inner = self.lock();
+        if let Some(g) = producer_group {
+            if let Some(chs) = inner.producers.get_mut(g) {
+                chs.retain(|_, c| c.client_id != client_id);
+            }
+        }
+        let mut changed = Vec::new();
+        if let Some(g) = consumer_group {
+            if let Some(group) = inner.consumers.get_mut(g) {
+                let before = group.channels.len();
+                group.channels.retain(|_, c| c.client_id != client_id);
+                if group.channels.len() != before {
+                    changed.push(g.to_owned());
+                }
+            }
+        }
+        changed
+    }
+
+    /// Drops every registration made over `connection`; returns the consumer
+    /// groups whose membership changed.
+    pub fn remove_connection(&self, connection: ConnectionId) -> Vec<String> {
+        self.remove_where(|id, _| *id == connection)
+    }
+
+    /// Drops channels silent since before `cutoff`; returns changed groups.
+    pub fn expire(&self, cutoff: Duration) -> Vec<String> {
+        self.remove_where(|_, c| c.last_seen < cutoff || c.connection.is_closed())
+    }
+
+    fn remove_where(&self, doomed: impl Fn(&ConnectionId, &Channel) -> bool) -> Vec<String> {
+        let mut inner = self.lock();
+        for chs in inner.producers.values_mut() {
+            chs.retain(|id, c| !doomed(id, c));
+        }
+        inner.producers.retain(|_, chs| !chs.is_empty());
+        let mut changed = Vec::new();
+        for (name, group) in &mut inner.consumers {
+            let before = group.channels.len();
+            group.channels.retain(|id, c| !doomed(id, c));
+            if group.channels.len() != before {
+                changed.push(name.clone());
+            }
+        }
+        changed
+    }
+
+    /// Client ids of a consumer group, sorted.
+    pub fn consumer_ids(&self, group: &str) -> Vec<String> {
+        let inner = self.lock();
+        let mut ids: Vec<String> = inner
+            .consumers
+            .get(group)
+            .map(|g| g.channels.values().map(|c| c.client_id.clone()).collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Connections of a consumer group.
+    pub fn consumer_connections(&self, group: &str) -> Vec<ConnectionHandle> {
+        self.lock()
+            .consumers
+            .get(group)
+            .map(|g| g.channels.values().map(|c| c.connection.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// A live connection of a producer group (for transaction check-back).
+    pub fn producer_connection(&self, group: &str) -> Option<ConnectionHandle> {
+        self.lock()
+            .producers
+            .get(group)?
+            .values()
+            .find(|c| !c.connection.is_closed())
+            .map(|c| c.connection.clone())
+    }
+
+    /// The subscription a consumer group registered for `topic`.
+    pub fn subscription(&self, group: &str, topic: &str) -> Option<SubscriptionData> {
+        self.lock()
+            .consumers
+            .get(group)?
+            .subscriptions
+            .get(topic)
+            .cloned()
+    }
+
+    /// Names of every consumer group with at least one member.
+    pub fn consumer_groups(&self) -> Vec<String> {
+        self.lock()
+            .consumers
+            .iter()
+            .filter(|(_, g)| !g.channels.is_empty())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .expect("invariant: client registry lock not poisoned")
+    }
+}

@@ -1,0 +1,89 @@
+//! Broker configuration, with RocketMQ's defaults and units last.
+
+use sluice_core::{FlushMode, StoreConfig};
+
+/// Configuration of one broker.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// Cluster the broker belongs to.
+    pub cluster_name: String,
+    /// Broker group name (master and slaves share it).
+    pub broker_name: String,
+    /// 0 for the master.
+    pub broker_id: i64,
+    /// Address to listen on, `host:port`.
+    pub listen: String,
+    /// Also listen on port − 2 (the "VIP channel" older clients use).
+    pub listen_vip: bool,
+    /// Address clients are told to use (defaults to the listen address).
+    pub advertised_addr: Option<String>,
+    /// Name servers to register with.
+    pub namesrv_addrs: Vec<String>,
+    /// Create unknown topics on first send (inheriting from `TBW102`).
+    pub auto_create_topic: bool,
+    /// Queues of the default topic (caps auto-created topics).
+    pub default_topic_queues: i32,
+    /// Re-registration period with the name servers (RocketMQ: 30 s).
+    pub register_interval_ms: u64,
+    /// Interval flush period in ASYNC flush mode (RocketMQ: 500 ms).
+    pub flush_interval_ms: u64,
+    /// Store checkpoint period.
+    pub checkpoint_interval_ms: u64,
+    /// Consumer offset persistence period (RocketMQ: 5 s).
+    pub offset_persist_interval_ms: u64,
+    /// Retention pass period (RocketMQ: 10 s).
+    pub retention_interval_ms: u64,
+    /// A client silent this long is dropped (RocketMQ: 120 s).
+    pub client_idle_ms: u64,
+    /// Longest a pull is held waiting for messages.
+    pub long_poll_max_ms: u64,
+    /// Sends being processed at once before new ones get `SYSTEM_BUSY`.
+    pub sends_in_flight_max: usize,
+    /// RocketMQ's rule for a group with no committed offset: answer 0 when
+    /// the queue still starts at 0 (so `CONSUME_FROM_LAST_OFFSET` reads
+    /// from the start). `false` always answers "not found" and lets the
+    /// client's `ConsumeFromWhere` decide.
+    pub query_offset_zero_for_new_group: bool,
+    /// Retries before a message goes to the DLQ (RocketMQ: 16).
+    pub max_reconsume_times: i32,
+    /// The store.
+    pub store: StoreConfig,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            cluster_name: "DefaultCluster".to_owned(),
+            broker_name: "broker-a".to_owned(),
+            broker_id: 0,
+            listen: "127.0.0.1:10911".to_owned(),
+            listen_vip: true,
+            advertised_addr: None,
+            namesrv_addrs: vec!["127.0.0.1:9876".to_owned()],
+            auto_create_topic: true,
+            default_topic_queues: 8,
+            register_interval_ms: 30_000,
+            flush_interval_ms: 500,
+            checkpoint_interval_ms: 1_000,
+            offset_persist_interval_ms: 5_000,
+            retention_interval_ms: 10_000,
+            client_idle_ms: 120_000,
+            long_poll_max_ms: 30_000,
+            sends_in_flight_max: 10_000,
+            query_offset_zero_for_new_group: true,
+            max_reconsume_times: 16,
+            store: StoreConfig {
+                root: "store".to_owned(),
+                flush_mode: FlushMode::Async,
+                ..StoreConfig::default()
+            },
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// The address registered with name servers and put in message ids.
+    pub fn advertised(&self) -> &str {
+        self.advertised_addr.as_deref().unwrap_or(&self.listen)
+    }
+}

@@ -1,0 +1,225 @@
+//! `PULL_MESSAGE`: read a queue from an offset through the tag filter and
+//! answer the stored records byte-for-byte. With the suspend flag, a pull
+//! that finds nothing is held until a message for that queue is dispatched
+//! (an event) or the hold times out, then answered once more.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use sluice_core::disk::Disk;
+use sluice_core::message::tags_code;
+use sluice_core::store::{GetResult, GetStatus, TagsFilter};
+use sluice_core::{Clock, QueueOffset};
+use sluice_net::header::{
+    PullMessageRequestHeader, PullMessageResponseHeader, PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
+};
+use sluice_net::remoting::response_code;
+use sluice_net::RemotingCommand;
+
+use crate::broker::response::{bad_request, fail, store_error_response};
+use crate::broker::{Broker, PERM_READ};
+
+/// Most messages one pull returns, whatever the client asks.
+const PULL_MESSAGES_MAX: usize = 1_024;
+/// Most bytes one pull returns (at least one message is always returned).
+const PULL_BYTES_MAX: usize = 4 << 20;
+
+pub(super) async fn handle<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let h = match req.header::<PullMessageRequestHeader>() {
+        Ok(h) => h,
+        Err(e) => return bad_request(&e),
+    };
+    let Some(tc) = b.topics().get(&h.topic) else {
+        return fail(
+            response_code::TOPIC_NOT_EXIST,
+            format!("[sluice] topic[{}] not exist", h.topic),
+        );
+    };
+    if tc.perm & PERM_READ == 0 {
+        return fail(
+            response_code::NO_PERMISSION,
+            format!("[sluice] topic[{}] is not readable", h.topic),
+        );
+    }
+    if h.queue_id < 0 || h.queue_id >= tc.read_queue_nums {
+        return fail(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "[sluice] queueId[{}] is illegal, topic[{}] has {} read queues",
+                h.queue_id, h.topic, tc.read_queue_nums
+            ),
+        );
+    }
+    let filter = match filter_for(b, &h) {
+        Ok(f) => f,
+        Err(resp) => return resp,
+    };
+    if h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
+        b.offsets()
+            .commit(&h.topic, &h.consumer_group, h.queue_id, h.commit_offset);
+    }
+    let offset = QueueOffset(u64::try_from(h.queue_offset).unwrap_or(0));
+    let max = usize::try_from(h.max_msg_nums)
+        .unwrap_or(1)
+        .clamp(1, PULL_MESSAGES_MAX);
+    let suspend = h.sys_flag & PULL_FLAG_SUSPEND != 0 && h.suspend_timeout_millis > 0;
+    let hold = Duration::from_millis(
+        u64::try_from(h.suspend_timeout_millis)
+            .unwrap_or(0)
+            .min(b.config().long_poll_max_ms),
+    );
+    let deadline = tokio::time::Instant::now() + hold;
+    loop {
+        // Register for wake-ups before looking, so no arrival is missed.
+        let signal = b.arrivals().signal(&h.topic, h.queue_id);
+        let arrived = signal.notified();
+        tokio::pin!(arrived);
+        arrived.as_mut().enable();
+        let got = match b
+            .store()
+            .get(&h.topic, h.queue_id, offset, max, PULL_BYTES_MAX, &filter)
+        {
+            Ok(r) => r,
+            Err(e) => return store_error_response(&e),
+        };
+        let code = status_code(got.status, offset);
+        if code == response_code::PULL_NOT_FOUND
+            && suspend
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::select! {
+                () = &mut arrived => continue,
+                () = tokio::time::sleep_until(deadline) => continue,
+            }
+        }
+        return respond(code, &got);
+    }
+}
+
+/// RocketMQ's mapping of store results to pull response codes.
+fn status_code(status: GetStatus, offset: QueueOffset) -> i32 {
+    match status {
+        GetStatus::Found => response_code::SUCCESS,
+        GetStatus::NoMatchedMessage | GetStatus::MessageWasRemoving => {
+            response_code::PULL_RETRY_IMMEDIATELY
+        }
+        GetStatus::NoMessageInQueue | GetStatus::NoMatchedLogicQueue => {
+            if offset.0 == 0 {
+                response_code::PULL_NOT_FOUND
+            } else {
+                response_code::PULL_OFFSET_MOVED
+            }
+        }
+        GetStatus::OffsetFoundNull | GetStatus::OffsetOverflowOne => response_code::PULL_NOT_FOUND,
+        GetStatus::OffsetOverflowBadly | GetStatus::OffsetTooSmall => {
+            response_code::PULL_OFFSET_MOVED
+        }
+    }
+}
+
+fn respond(code: i32, got: &GetResult) -> RemotingCommand {
+    let header = PullMessageResponseHeader {
+        suggest_which_broker_id: 0,
+        next_begin_offset: i64::try_from(got.next_begin_offset.0).unwrap_or(i64::MAX),
+        min_offset: i64::try_from(got.min_offset.0).unwrap_or(i64::MAX),
+        max_offset: i64::try_from(got.max_offset.0).unwrap_or(i64::MAX),
+    };
+    let mut cmd = RemotingCommand::response(code, "").with_header(&header);
+    cmd.remark = None;
+    if !got.messages.is_empty() {
+        let len = got.messages.iter().map(Bytes::len).sum();
+        let mut body = BytesMut::with_capacity(len);
+        for m in &got.messages {
+            body.extend_from_slice(m);
+        }
+        cmd = cmd.with_body(body.freeze());
+    }
+    cmd
+}
+
+/// The tag filter from the request's subscription (when flagged) or the
+/// group's registered one; everything passes without either.
+fn filter_for<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    h: &PullMessageRequestHeader,
+) -> Result<TagsFilter, RemotingCommand> {
+    let (expression, kind) = if h.sys_flag & PULL_FLAG_SUBSCRIPTION != 0 {
+        (
+            h.subscription.clone().unwrap_or_default(),
+            h.expression_type.clone(),
+        )
+    } else if let Some(sub) = b.clients().subscription(&h.consumer_group, &h.topic) {
+        (sub.sub_string, sub.expression_type)
+    } else {
+        (String::new(), None)
+    };
+    if kind
+        .as_deref()
+        .is_some_and(|k| !k.eq_ignore_ascii_case("TAG"))
+    {
+        return Err(fail(
+            response_code::SYSTEM_ERROR,
+            "[sluice] SQL92 filtering is not enabled on this broker",
+        ));
+    }
+    Ok(tag_filter(&expression))
+}
+
+/// Parses a tag expression: `*` (or empty) matches all, else `a || b`.
+pub(crate) fn tag_filter(expression: &str) -> TagsFilter {
+    let expr = expression.trim();
+    if expr.is_empty() || expr == "*" {
+        return TagsFilter::default();
+    }
+    TagsFilter {
+        codes: expr
+            .split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(tags_code)
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_expressions_parse_like_rocketmq() {
+        assert!(tag_filter("*").codes.is_empty());
+        assert!(tag_filter("  ").codes.is_empty());
+        let f = tag_filter("TagA || TagB");
+        assert_eq!(f.codes, vec![tags_code("TagA"), tags_code("TagB")]);
+    }
+
+    #[test]
+    fn store_statuses_map_to_rocketmq_pull_codes() {
+        let q = QueueOffset;
+        assert_eq!(status_code(GetStatus::Found, q(3)), response_code::SUCCESS);
+        assert_eq!(
+            status_code(GetStatus::OffsetOverflowOne, q(3)),
+            response_code::PULL_NOT_FOUND
+        );
+        assert_eq!(
+            status_code(GetStatus::NoMessageInQueue, q(0)),
+            response_code::PULL_NOT_FOUND
+        );
+        assert_eq!(
+            status_code(GetStatus::NoMessageInQueue, q(5)),
+            response_code::PULL_OFFSET_MOVED
+        );
+        assert_eq!(
+            status_code(GetStatus::OffsetTooSmall, q(0)),
+            response_code::PULL_OFFSET_MOVED
+        );
+        assert_eq!(
+            status_code(GetStatus::NoMatchedMessage, q(0)),
+            response_code::PULL_RETRY_IMMEDIATELY
+        );
+    }
+}

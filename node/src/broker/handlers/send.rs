@@ -1,0 +1,196 @@
+//! `SEND_MESSAGE`, `SEND_MESSAGE_V2`, `SEND_BATCH_MESSAGE`: validate, resolve
+//! (or auto-create) the topic, route exhausted retries to the DLQ, store
+//! with the requested durability (`WAIT`), and answer the fields clients
+//! need. Nothing is acknowledged that the store did not accept.
+
+use bytes::Bytes;
+use sluice_core::disk::Disk;
+use sluice_core::message::{
+    decode_batch, dlq_topic, is_retry_topic, keys, merge_batch_properties, offset_msg_id,
+    validate_topic, MessageInput, Properties,
+};
+use sluice_core::Clock;
+use sluice_net::header::{SendMessageRequestHeader, SendMessageResponseHeader};
+use sluice_net::remoting::{request_code, response_code};
+use sluice_net::{RemotingCommand, RequestContext};
+
+use crate::broker::response::{bad_request, fail, store_error_response};
+use crate::broker::{Broker, PERM_READ, PERM_WRITE};
+
+pub(super) async fn handle<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    ctx: &RequestContext,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let Ok(_permit) = b.send_permits().try_acquire() else {
+        return fail(
+            response_code::SYSTEM_BUSY,
+            "[TIMEOUT_CLEAN_QUEUE]broker busy: too many sends in flight, try another broker",
+        );
+    };
+    let h = match SendMessageRequestHeader::from_request(req) {
+        Ok(h) => h,
+        Err(e) => return bad_request(&e),
+    };
+    if let Err(e) = validate_topic(&h.topic) {
+        return fail(
+            response_code::MESSAGE_ILLEGAL,
+            format!("[sluice] invalid topic {:?}: {e}", h.topic),
+        );
+    }
+    let mut topic = h.topic.clone();
+    let mut queue_id = h.queue_id;
+    let reconsume_times = h.reconsume_times.unwrap_or(0);
+    let max_reconsume = h
+        .max_reconsume_times
+        .unwrap_or(b.config().max_reconsume_times);
+    if is_retry_topic(&topic) && reconsume_times >= max_reconsume {
+        // Exhausted retries go to the group's dead-letter queue.
+        let group = topic.trim_start_matches(sluice_core::message::topic::RETRY_GROUP_TOPIC_PREFIX);
+        topic = dlq_topic(group);
+        let (_, created) = b
+            .topics()
+            .ensure(&topic, 1, PERM_READ | PERM_WRITE, b.now_ms());
+        if created {
+            b.topics_updated().await;
+        }
+        queue_id = 0;
+    }
+    let Some(tc) = resolve_topic(b, &topic, &h).await else {
+        return fail(
+            response_code::TOPIC_NOT_EXIST,
+            format!("[sluice] topic[{topic}] not exist, apply first please"),
+        );
+    };
+    if tc.perm & PERM_WRITE == 0 {
+        return fail(
+            response_code::NO_PERMISSION,
+            format!("[sluice] topic[{topic}] is not writable"),
+        );
+    }
+    let write_queues = tc.write_queue_nums.max(1);
+    if queue_id < 0 {
+        queue_id = i32::try_from(h.born_timestamp.rem_euclid(i64::from(write_queues))).unwrap_or(0);
+    }
+    if queue_id >= write_queues {
+        return fail(
+            response_code::SYSTEM_ERROR,
+            format!("[sluice] queueId[{queue_id}] is illegal, topic[{topic}] has {write_queues} write queues"),
+        );
+    }
+    let props = h.properties.clone().unwrap_or_default();
+    let wait = Properties::parse(props.as_bytes())
+        .ok()
+        .and_then(|p| p.get(keys::WAIT).map(|w| w != "false"))
+        .unwrap_or(true);
+    let template = MessageInput {
+        topic,
+        queue_id,
+        flag: h.flag,
+        sys_flag: h.sys_flag,
+        born_timestamp_ms: h.born_timestamp,
+        born_host: ctx.peer_addr(),
+        store_host: b.store_host(),
+        reconsume_times,
+        prepared_transaction_offset: 0,
+        body: Bytes::new(),
+        properties: Bytes::from(props.into_bytes()),
+    };
+    if req.code == request_code::SEND_BATCH_MESSAGE {
+        send_batch(b, template, &req.body, wait).await
+    } else {
+        let msg = MessageInput {
+            body: req.body.clone(),
+            ..template
+        };
+        match b.store().put(msg, wait).await {
+            Ok(a) => {
+                let id = offset_msg_id(
+                    b.store_host(),
+                    i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
+                );
+                let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
+                RemotingCommand::success()
+                    .with_header(&SendMessageResponseHeader::new(id, queue_id, q))
+            }
+            Err(e) => store_error_response(&e),
+        }
+    }
+}
+
+async fn send_batch<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    template: MessageInput,
+    body: &Bytes,
+    wait: bool,
+) -> RemotingCommand {
+    let items = match decode_batch(body) {
+        Ok(items) if !items.is_empty() => items,
+        Ok(_) => return fail(response_code::MESSAGE_ILLEGAL, "[sluice] empty batch"),
+        Err(e) => {
+            return fail(
+                response_code::MESSAGE_ILLEGAL,
+                format!("[sluice] bad batch body: {e}"),
+            )
+        }
+    };
+    let queue_id = template.queue_id;
+    let msgs: Vec<MessageInput> = items
+        .into_iter()
+        .map(|it| MessageInput {
+            flag: it.flag,
+            body: it.body,
+            properties: Bytes::from(merge_batch_properties(&it.properties, &template.properties)),
+            ..template.clone()
+        })
+        .collect();
+    match b.store().put_batch(msgs, wait).await {
+        Ok(appended) => {
+            let host = b.store_host();
+            let ids: Vec<String> = appended
+                .iter()
+                .map(|a| offset_msg_id(host, i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX)))
+                .collect();
+            let first = appended
+                .first()
+                .map_or(0, |a| i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX));
+            RemotingCommand::success().with_header(&SendMessageResponseHeader::new(
+                ids.join(","),
+                queue_id,
+                first,
+            ))
+        }
+        Err(e) => store_error_response(&e),
+    }
+}
+
+/// The topic's config, auto-creating it from the request's default topic
+/// when allowed (and retry topics always).
+async fn resolve_topic<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    topic: &str,
+    h: &SendMessageRequestHeader,
+) -> Option<sluice_net::body::TopicConfig> {
+    if let Some(tc) = b.topics().get(topic) {
+        return Some(tc);
+    }
+    let created = if is_retry_topic(topic) {
+        Some(
+            b.topics()
+                .ensure(topic, 1, PERM_READ | PERM_WRITE, b.now_ms())
+                .0,
+        )
+    } else {
+        b.topics().auto_create(
+            topic,
+            &h.default_topic,
+            h.default_topic_queue_nums,
+            b.now_ms(),
+        )
+    };
+    if created.is_some() {
+        tracing::info!(topic, "topic auto-created");
+        b.topics_updated().await;
+    }
+    created
+}

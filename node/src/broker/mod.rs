@@ -1,0 +1,274 @@
+//! The broker: the request handlers over one `MessageStore`, the topic
+//! table, consumer offsets, the client registry and long polling, plus the
+//! background duties (registration with name servers, interval flush,
+//! checkpoints, offset persistence, retention, client expiry). Generic over
+//! the disk, clock and transport seams, so simulations run this code.
+
+mod clients;
+mod config;
+pub mod handlers;
+mod long_poll;
+mod offsets;
+mod register;
+pub mod response;
+mod topics;
+
+pub use clients::{Channel, ClientRegistry, ConsumerGroup};
+pub use config::BrokerConfig;
+pub use long_poll::ArrivalSignals;
+pub use offsets::OffsetTable;
+pub use topics::{topic_config, TopicTable, DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE};
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use sluice_core::disk::Disk;
+use sluice_core::{Clock, MessageStore};
+use sluice_net::{RpcConfig, RpcServer, Transport};
+use tokio::sync::{Notify, Semaphore};
+
+use crate::error::{Error, Result};
+
+/// Where the broker keeps its metadata files, relative to the disk root.
+pub const TOPICS_FILE: &str = "config/topics.json";
+/// Consumer offsets file, relative to the disk root.
+pub const OFFSETS_FILE: &str = "config/consumerOffset.json";
+
+/// One broker.
+pub struct Broker<D: Disk, C: Clock> {
+    config: BrokerConfig,
+    disk: D,
+    clock: C,
+    store: MessageStore<D, C>,
+    topics: TopicTable,
+    offsets: OffsetTable,
+    clients: ClientRegistry,
+    arrivals: Arc<ArrivalSignals>,
+    store_host: RwLock<SocketAddr>,
+    topics_changed: Notify,
+    send_permits: Semaphore,
+}
+
+impl<D: Disk, C: Clock> Broker<D, C> {
+    /// Opens the broker's store (recovering it) and metadata.
+    pub async fn open(disk: D, clock: C, config: BrokerConfig) -> Result<Arc<Self>> {
+        let read = |path: &str| {
+            disk.read_small(path).map_err(|e| Error::Metadata {
+                what: "read",
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })
+        };
+        let meta_err = |path: &str, reason: String| Error::Metadata {
+            what: "parse",
+            path: path.to_owned(),
+            reason,
+        };
+        let topics = TopicTable::load(
+            read(TOPICS_FILE)?.as_deref(),
+            config.auto_create_topic,
+            config.default_topic_queues,
+        )
+        .map_err(|r| meta_err(TOPICS_FILE, r))?;
+        let offsets = OffsetTable::load(read(OFFSETS_FILE)?.as_deref())
+            .map_err(|r| meta_err(OFFSETS_FILE, r))?;
+        let store = MessageStore::open(disk.clone(), clock.clone(), config.store.clone()).await?;
+        let arrivals = Arc::new(ArrivalSignals::default());
+        let signals = Arc::clone(&arrivals);
+        store.set_arrival_listener(Arc::new(move |topic, queue_id, _| {
+            signals.notify(topic, queue_id);
+        }));
+        let store_host = config
+            .advertised()
+            .parse()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+        Ok(Arc::new(Self {
+            send_permits: Semaphore::new(config.sends_in_flight_max),
+            config,
+            disk,
+            clock,
+            store,
+            topics,
+            offsets,
+            clients: ClientRegistry::default(),
+            arrivals,
+            store_host: RwLock::new(store_host),
+            topics_changed: Notify::new(),
+        }))
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &MessageStore<D, C> {
+        &self.store
+    }
+
+    /// The topic table.
+    pub fn topics(&self) -> &TopicTable {
+        &self.topics
+    }
+
+    /// Consumer offsets.
+    pub fn offsets(&self) -> &OffsetTable {
+        &self.offsets
+    }
+
+    /// Known clients.
+    pub fn clients(&self) -> &ClientRegistry {
+        &self.clients
+    }
+
+    /// The address stored in records and message ids.
+    pub fn store_host(&self) -> SocketAddr {
+        *self
+            .store_host
+            .read()
+            .expect("invariant: lock not poisoned")
+    }
+
+    pub(crate) fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    pub(crate) fn arrivals(&self) -> &ArrivalSignals {
+        &self.arrivals
+    }
+
+    pub(crate) fn send_permits(&self) -> &Semaphore {
+        &self.send_permits
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        i64::try_from(self.clock.wall_ms()).unwrap_or(i64::MAX)
+    }
+
+    /// Persists the topic table and asks for a prompt re-registration.
+    pub(crate) async fn topics_updated(&self) {
+        if let Err(e) = self
+            .disk
+            .replace_atomically(TOPICS_FILE, &self.topics.to_json())
+            .await
+        {
+            tracing::warn!(error = %e, "could not persist topics.json");
+        }
+        self.topics_changed.notify_one();
+    }
+
+    /// Writes consumer offsets if they changed.
+    pub async fn persist_offsets(&self) {
+        if let Some(json) = self.offsets.take_dirty_json() {
+            if let Err(e) = self.disk.replace_atomically(OFFSETS_FILE, &json).await {
+                self.offsets.mark_dirty();
+                tracing::warn!(error = %e, "could not persist consumer offsets");
+            }
+        }
+    }
+
+    /// Serves until `shutdown` completes: binds the broker port (and the
+    /// VIP port − 2), runs the background duties, then stops accepting,
+    /// persists offsets and shuts the store down cleanly. Calls `bound`
+    /// with the listening address once serving.
+    pub async fn serve<T: Transport>(
+        self: Arc<Self>,
+        transport: T,
+        shutdown: impl Future<Output = ()>,
+        bound: impl FnOnce(SocketAddr),
+    ) -> Result<()> {
+        let handler = handlers::BrokerHandler::new(Arc::clone(&self));
+        let me = Arc::clone(&self);
+        let server = RpcServer::builder(RpcConfig::default(), handler.clone())
+            .on_connection_closed(move |id| {
+                for group in me.clients.remove_connection(id.id()) {
+                    handlers::notify_ids_changed(&me, &group);
+                }
+            })
+            .bind(&transport, &self.config.listen)
+            .await?;
+        let addr = server.local_addr();
+        if self.config.advertised_addr.is_none() {
+            *self
+                .store_host
+                .write()
+                .expect("invariant: lock not poisoned") = addr;
+        }
+        let vip = if self.config.listen_vip && addr.port() > 2 {
+            let vip_addr = SocketAddr::new(addr.ip(), addr.port() - 2);
+            match RpcServer::bind(
+                &transport,
+                &vip_addr.to_string(),
+                RpcConfig::default(),
+                handler,
+            )
+            .await
+            {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, %vip_addr, "VIP port unavailable; serving the main port only");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        tracing::info!(%addr, broker = %self.config.broker_name, "broker serving");
+        bound(addr);
+        let duties = [
+            tokio::spawn(register::run(Arc::clone(&self), transport.clone())),
+            tokio::spawn(Arc::clone(&self).maintenance()),
+        ];
+        shutdown.await;
+        for d in &duties {
+            d.abort();
+        }
+        server.shutdown(Duration::from_secs(3)).await;
+        if let Some(v) = vip {
+            v.shutdown(Duration::from_secs(1)).await;
+        }
+        register::unregister(&self, &transport).await;
+        self.persist_offsets().await;
+        self.store.shutdown().await?;
+        tracing::info!("broker stopped cleanly");
+        Ok(())
+    }
+
+    /// Periodic duties: interval flush and checkpoint, offset persistence,
+    /// retention and client expiry, each on its own period.
+    async fn maintenance(self: Arc<Self>) {
+        let tick_ms = self.config.flush_interval_ms.clamp(10, 1_000);
+        let mut elapsed_ms: u64 = 0;
+        loop {
+            tokio::time::sleep(Duration::from_millis(tick_ms)).await;
+            elapsed_ms += tick_ms;
+            if let Err(e) = self.store.flush().await {
+                tracing::error!(error = %e, "interval flush failed; the store is fenced");
+            }
+            let due = |period: u64| period > 0 && elapsed_ms % period.max(tick_ms) < tick_ms;
+            if due(self.config.checkpoint_interval_ms) {
+                if let Err(e) = self.store.checkpoint().await {
+                    tracing::warn!(error = %e, "checkpoint failed");
+                }
+            }
+            if due(self.config.offset_persist_interval_ms) {
+                self.persist_offsets().await;
+            }
+            if due(self.config.retention_interval_ms) {
+                if let Err(e) = self.store.clean_expired() {
+                    tracing::warn!(error = %e, "retention pass failed");
+                }
+            }
+            if due(10_000) {
+                let idle = Duration::from_millis(self.config.client_idle_ms);
+                let cutoff = self.clock.monotonic().saturating_sub(idle);
+                for group in self.clients.expire(cutoff) {
+                    handlers::notify_ids_changed(&self, &group);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Consumer offsets: `topic@group` → queue id → next offset to consume, as
+//! RocketMQ's `consumerOffset.json`. Updated by commits and pulls, written
+//! atomically by the broker's persistence loop and at shutdown. A commit
+//! never moves an offset backwards unless it is an explicit reset.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// The table, in RocketMQ's JSON shape.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct OffsetFile {
+    offset_table: BTreeMap<String, BTreeMap<i32, i64>>,
+}
+
+/// Committed offsets of every consumer group.
+#[derive(Default)]
+pub struct OffsetTable {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    file: OffsetFile,
+    dirty: bool,
+}
+
+fn key(topic: &str, group: &str) -> String {
+    format!("{topic}@{group}")
+}
+
+impl OffsetTable {
+    /// Loads `config/consumerOffset.json` contents.
+    pub fn load(json: Option<&[u8]>) -> Result<Self, String> {
+        let file = match json {
+            Some(raw) => {
+                serde_json::from_slice(raw).map_err(|e| format!("consumerOffset.json: {e}"))?
+            }
+            None => OffsetFile::default(),
+        };
+        Ok(Self {
+            inner: Mutex::new(Inner { file, dirty: false }),
+        })
+    }
+
+    /// The committed offset, if any.
+    pub fn get(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
+        self.lock()
+            .file
+            .offset_table
+            .get(&key(topic, group))?
+            .get(&queue_id)
+            .copied()
+    }
+
+    /// Records a commit. Older commits arriving late (oneway updates race
+    /// with pull commits) never move the offset back.
+    pub fn commit(&self, topic: &str, group: &str, queue_id: i32, offset: i64) {
+        let mut inner = self.lock();
+        let slot = inner
+            .file
+            .offset_table
+            .entry(key(topic, group))
+            .or_default()
+            .entry(queue_id)
+            .or_insert(offset);
+        if offset > *slot {
+            *slot = offset;
+        }
+        inner.dirty = true;
+    }
+
+    /// Sets an offset unconditionally (operator reset).
+    pub fn reset(&self, topic: &str, group: &str, queue_id: i32, offset: i64) {
+        let mut inner = self.lock();
+        inner
+            .file
+            .offset_table
+            .entry(key(topic, group))
+            .or_default()
+            .insert(queue_id, offset);
+        inner.dirty = true;
+    }
+
+    /// Every group's offsets for `topic`: group → queue id → offset.
+    pub fn groups_of(&self, topic: &str) -> BTreeMap<String, BTreeMap<i32, i64>> {
+        let prefix = format!("{topic}@");
+        self.lock()
+            .file
+            .offset_table
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|g| (g.to_owned(), v.clone())))
+            .collect()
+    }
+
+    /// JSON to persist, if anything changed since the last call.
+    pub fn take_dirty_json(&self) -> Option<Vec<u8>> {
+        let mut inner = self.lock();
+        if !inner.dirty {
+            return None;
+        }
+        inner.dirty = false;
+        serde_json::to_vec(&inner.file).ok()
+    }
+
+    /// Marks the table dirty again after a failed write.
+    pub fn mark_dirty(&self) {
+        self.lock().dirty = true;
+    }
+
+    /// JSON of the whole table.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.lock().file).unwrap_or_default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .expect("invariant: offset table lock not poisoned")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_never_move_backwards_but_resets_do() {
+        let t = OffsetTable::load(None).expect("load");
+        t.commit("T", "g", 0, 10);
+        t.commit("T", "g", 0, 7);
+        assert_eq!(t.get("T", "g", 0), Some(10));
+        t.reset("T", "g", 0, 3);
+        assert_eq!(t.get("T", "g", 0), Some(3));
+        assert_eq!(t.get("T", "other", 0), None);
+    }
+
+    #[test]
+    fn offsets_round_trip_through_rocketmq_json() {
+        let t = OffsetTable::load(None).expect("load");
+        t.commit("T", "g", 1, 42);
+        let json = t.take_dirty_json().expect("dirty");
+        assert!(t.take_dirty_json().is_none(), "clean after taking");
+        let text = String::from_utf8(json.clone()).expect("utf8");
+        assert!(
+            text.contains("\"offsetTable\":{\"T@g\":{\"1\":42}}"),
+            "{text}"
+        );
+        let again = OffsetTable::load(Some(&json)).expect("reload");
+        assert_eq!(again.get("T", "g", 1), Some(42));
+        assert!(OffsetTable::load(Some(b"[1,2")).is_err());
+    }
+}

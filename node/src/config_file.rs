@@ -1,0 +1,145 @@
+//! The broker's TOML configuration file: every field optional, defaulting
+//! to RocketMQ's values (see `BrokerConfig::default`). Units are in the
+//! names.
+//!
+//! ```toml
+//! cluster_name = "DefaultCluster"
+//! broker_name = "broker-a"
+//! broker_id = 0
+//! listen = "127.0.0.1:10911"
+//! namesrv_addrs = ["127.0.0.1:9876"]
+//! data_dir = "./sluice-data"
+//! flush_mode = "async"            # or "sync" (group commit; ack after fsync)
+//! auto_create_topic = true
+//! commit_log_segment_bytes = 1073741824
+//! file_reserved_hours = 72
+//! ```
+
+use serde::Deserialize;
+use sluice_core::FlushMode;
+
+use crate::broker::BrokerConfig;
+use crate::error::{Error, Result};
+
+/// The file's fields; absent ones keep their defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerFile {
+    /// Cluster name.
+    pub cluster_name: Option<String>,
+    /// Broker group name.
+    pub broker_name: Option<String>,
+    /// 0 = master.
+    pub broker_id: Option<i64>,
+    /// Listen address.
+    pub listen: Option<String>,
+    /// Address advertised to clients.
+    pub advertised_addr: Option<String>,
+    /// Name server addresses.
+    pub namesrv_addrs: Option<Vec<String>>,
+    /// Data directory.
+    pub data_dir: Option<String>,
+    /// `sync` or `async`.
+    pub flush_mode: Option<String>,
+    /// Auto-create topics on first send.
+    pub auto_create_topic: Option<bool>,
+    /// CommitLog segment size.
+    pub commit_log_segment_bytes: Option<u64>,
+    /// Retention by age.
+    pub file_reserved_hours: Option<u64>,
+    /// Largest message body.
+    pub body_bytes_max: Option<usize>,
+    /// Also listen on port − 2.
+    pub listen_vip: Option<bool>,
+}
+
+impl BrokerFile {
+    /// Parses the TOML text.
+    pub fn parse(text: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
+    }
+
+    /// Applies the file over the defaults; returns the config and data dir.
+    pub fn into_config(self) -> Result<(BrokerConfig, String)> {
+        let mut c = BrokerConfig::default();
+        if let Some(v) = self.cluster_name {
+            c.cluster_name = v;
+        }
+        if let Some(v) = self.broker_name {
+            c.broker_name = v;
+        }
+        if let Some(v) = self.broker_id {
+            c.broker_id = v;
+        }
+        if let Some(v) = self.listen {
+            c.listen = v;
+        }
+        c.advertised_addr = self.advertised_addr;
+        if let Some(v) = self.namesrv_addrs {
+            c.namesrv_addrs = v;
+        }
+        if let Some(v) = self.flush_mode {
+            c.store.flush_mode = parse_flush_mode(&v)?;
+        }
+        if let Some(v) = self.auto_create_topic {
+            c.auto_create_topic = v;
+        }
+        if let Some(v) = self.commit_log_segment_bytes {
+            if v < 64 * 1024 {
+                return Err(Error::Config(
+                    "commit_log_segment_bytes must be at least 65536".into(),
+                ));
+            }
+            c.store.commit_log_segment_bytes = v;
+        }
+        if let Some(v) = self.file_reserved_hours {
+            c.store.file_reserved_ms = v.saturating_mul(3_600_000);
+        }
+        if let Some(v) = self.body_bytes_max {
+            c.store.body_bytes_max = v;
+        }
+        if let Some(v) = self.listen_vip {
+            c.listen_vip = v;
+        }
+        Ok((
+            c,
+            self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned()),
+        ))
+    }
+}
+
+/// `sync` / `async` (case-insensitive; RocketMQ's `SYNC_FLUSH` /
+/// `ASYNC_FLUSH` also accepted).
+pub fn parse_flush_mode(v: &str) -> Result<FlushMode> {
+    match v.to_ascii_lowercase().as_str() {
+        "sync" | "sync_flush" => Ok(FlushMode::Sync),
+        "async" | "async_flush" => Ok(FlushMode::Async),
+        other => Err(Error::Config(format!(
+            "flush_mode must be sync or async, not {other:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_overrides_defaults_and_rejects_unknown_keys() {
+        let f = BrokerFile::parse(
+            "broker_name = \"b\"\nflush_mode = \"SYNC_FLUSH\"\nnamesrv_addrs = [\"h:1\"]",
+        )
+        .expect("parses");
+        let (c, dir) = f.into_config().expect("valid");
+        assert_eq!(c.broker_name, "b");
+        assert_eq!(c.store.flush_mode, FlushMode::Sync);
+        assert_eq!(c.namesrv_addrs, vec!["h:1".to_owned()]);
+        assert_eq!(dir, "./sluice-data");
+        assert_eq!(c.cluster_name, "DefaultCluster", "unset keys keep defaults");
+        assert!(BrokerFile::parse("brokr_name = \"typo\"").is_err());
+        assert!(BrokerFile::parse("flush_mode = \"maybe\"")
+            .expect("parses")
+            .into_config()
+            .is_err());
+    }
+}
