@@ -138,7 +138,7 @@ async fn scan_loop<C: Clock>(
         }
         let idle: BTreeSet<u64> = {
             let mut routes = state.routes();
-            let removed: Vec<super::RemovedBroker> = { let _ = expiry; Vec::new() };
+            let removed = routes.remove_expired(expiry);
             removed
                 .into_iter()
                 .map(|broker| broker.connection)
