@@ -114,8 +114,10 @@ impl<D: Disk> ConsumeQueue<D> {
 
     /// Appends the entry for queue offset `q`. `q` must equal the current
     /// max, except that an empty queue may start at any offset (a rebuild
-    /// after retention removed the queue's oldest records).
-    pub(crate) fn append(&self, q: QueueOffset, entry: CqEntry) -> Result<()> {
+    /// after retention removed the queue's oldest records); any other `q`
+    /// (a gap or a rewrite) is refused with [`Error::Corrupt`]. The store
+    /// calls this from dispatch; it is public for benchmarks and tools.
+    pub fn append(&self, q: QueueOffset, entry: CqEntry) -> Result<()> {
         let max = self.max.load(Ordering::Acquire);
         let min = self.min.load(Ordering::Acquire);
         if q.0 != max {

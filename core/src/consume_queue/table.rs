@@ -41,12 +41,9 @@ impl<D: Disk> ConsumeQueueTable<D> {
     }
 
     /// The queue, opened from disk (files and all) if not yet loaded. The
-    /// second value is true when it was opened by this call.
-    pub(crate) fn get_or_open(
-        &self,
-        topic: &str,
-        queue_id: i32,
-    ) -> Result<(Arc<ConsumeQueue<D>>, bool)> {
+    /// second value is true when it was opened by this call. The store
+    /// opens queues from dispatch; it is public for benchmarks and tools.
+    pub fn get_or_open(&self, topic: &str, queue_id: i32) -> Result<(Arc<ConsumeQueue<D>>, bool)> {
         if let Some(q) = self.get(topic, queue_id) {
             return Ok((q, false));
         }
