@@ -1,6 +1,42 @@
 //! The RPC layer over the remoting protocol: requests correlated by
 //! `opaque`, per-request timeouts, oneway sends, bounded in-flight work, and
 //! requests in both directions on one connection.
+//!
+//! ```no_run
+//! # async fn demo() -> sluice_net::Result<()> {
+//! use std::time::Duration;
+//! use sluice_net::remoting::{request_code, response_code};
+//! use sluice_net::header::GetRouteInfoRequestHeader;
+//! use sluice_net::{HandlerTable, RemotingCommand, RequestContext, RpcClient, RpcConfig, RpcServer, TokioTransport};
+//!
+//! let table = HandlerTable::new().with(
+//!     request_code::GET_ROUTEINFO_BY_TOPIC,
+//!     |ctx: RequestContext, req: RemotingCommand| async move {
+//!         let header: GetRouteInfoRequestHeader = match req.header() {
+//!             Ok(h) => h,
+//!             Err(e) => return Some(RemotingCommand::response(response_code::SYSTEM_ERROR, e.to_string())),
+//!         };
+//!         // `ctx.connection` can call the peer back or key per-connection state.
+//!         let _ = (ctx.connection.id(), header.topic);
+//!         Some(RemotingCommand::response(response_code::TOPIC_NOT_EXIST, "no route"))
+//!     },
+//! );
+//! let server = RpcServer::builder(RpcConfig::default(), table)
+//!     .on_connection_closed(|conn| println!("closed {}", conn.peer_addr()))
+//!     .bind(&TokioTransport, "127.0.0.1:9876")
+//!     .await?;
+//!
+//! let client = RpcClient::new(TokioTransport, RpcConfig::default());
+//! let request = RemotingCommand::request_with_header(
+//!     request_code::GET_ROUTEINFO_BY_TOPIC,
+//!     &GetRouteInfoRequestHeader { topic: "TopicTest".into(), accept_standard_json_only: None },
+//! );
+//! let response = client.invoke("127.0.0.1:9876", request, Duration::from_secs(3)).await?;
+//! assert_eq!(response.code, response_code::TOPIC_NOT_EXIST);
+//! server.shutdown(Duration::from_secs(1)).await;
+//! # Ok(())
+//! # }
+//! ```
 
 mod client;
 mod connection;
