@@ -326,6 +326,32 @@ fn main() {
     }
 }
 
+/// Process CPU time (user + system, both threads), from `/proc/self/stat`
+/// in clock ticks of 10 ms (`CLK_TCK` = 100 on Linux). Robust to other
+/// load on the machine, unlike wall time.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of the line (utime, stime) are 11 and 12 after the name.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    (f64::from(ticks(11)) + f64::from(ticks(12))) / 100.0
+}
+
+/// Runs a pipelined measurement and also returns CPU µs per request.
+async fn with_cpu(run: impl std::future::Future<Output = f64>) -> (f64, f64) {
+    let cpu_before = cpu_seconds();
+    let wall_before = Instant::now();
+    let rate = run.await;
+    let requests = rate * wall_before.elapsed().as_secs_f64();
+    (rate, (cpu_seconds() - cpu_before) * 1e6 / requests)
+}
+
 async fn drive(runs: usize, (raw_addr, codec_addr, rpc_addr): (String, String, String)) {
     let client = RpcClient::new(TokioTransport, RpcConfig::default());
     let raw_req = encoded(&request(SerializeType::Json));
@@ -333,17 +359,26 @@ async fn drive(runs: usize, (raw_addr, codec_addr, rpc_addr): (String, String, S
     let bin_req = request(SerializeType::RocketMq);
     // Warm up connections and allocators.
     rpc_ping_pong(&client, &rpc_addr, &json_req).await;
-    let mut rows: [Vec<f64>; 9] = Default::default();
+    let mut rows: [Vec<f64>; 14] = Default::default();
     for run in 0..runs {
         rows[0].push(raw_ping_pong(&raw_addr, &raw_req).await);
         rows[1].push(rpc_ping_pong(&client, &rpc_addr, &json_req).await);
-        rows[2].push(raw_pipelined(&raw_addr, &json_req, false).await);
-        rows[3].push(raw_pipelined(&codec_addr, &json_req, true).await);
-        rows[4].push(rpc_pipelined(&client, &rpc_addr, &json_req).await);
-        rows[5].push(rpc_pipelined(&client, &rpc_addr, &bin_req).await);
+        let (raw, raw_cpu) = with_cpu(raw_pipelined(&raw_addr, &json_req, false)).await;
+        let (codec, codec_cpu) = with_cpu(raw_pipelined(&codec_addr, &json_req, true)).await;
+        let (rpc, rpc_cpu) = with_cpu(rpc_pipelined(&client, &rpc_addr, &json_req)).await;
+        let (bin, bin_cpu) = with_cpu(rpc_pipelined(&client, &rpc_addr, &bin_req)).await;
+        rows[2].push(raw);
+        rows[3].push(codec);
+        rows[4].push(rpc);
+        rows[5].push(bin);
         rows[6].push(rows[4][run] / rows[2][run]);
         rows[7].push(rows[4][run] / rows[3][run]);
         rows[8].push(rows[1][run] / rows[0][run]);
+        rows[9].push(raw_cpu);
+        rows[10].push(codec_cpu);
+        rows[11].push(rpc_cpu);
+        rows[12].push(bin_cpu);
+        rows[13].push(raw_cpu / rpc_cpu);
         eprintln!(
             "run {run}: raw rtt {:.1} us, rpc rtt {:.1} us, raw {:.0}/s, raw+codec {:.0}/s, rpc json {:.0}/s, rpc rocketmq {:.0}/s",
             rows[0][run], rows[1][run], rows[2][run], rows[3][run], rows[4][run], rows[5][run]
@@ -359,6 +394,11 @@ async fn drive(runs: usize, (raw_addr, codec_addr, rpc_addr): (String, String, S
         "pipelined RPC JSON / raw TCP (ratio)",
         "pipelined RPC JSON / raw TCP + codec (ratio)",
         "ping-pong RTT RPC / raw (ratio)",
+        "CPU per request, raw TCP length-split (us)",
+        "CPU per request, raw TCP + full codec (us)",
+        "CPU per request, RPC JSON (us)",
+        "CPU per request, RPC ROCKETMQ (us)",
+        "CPU-bound throughput ratio RPC JSON / raw (raw CPU / RPC CPU)",
     ];
     println!("| measure | median | [min–max] |\n|---|---|---|");
     for (name, row) in names.iter().zip(rows) {
