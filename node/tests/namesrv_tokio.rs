@@ -287,8 +287,12 @@ async fn registering_broker_receives_the_order_topic_table() {
         &ns.call_once(put_kv("ORDER_TOPIC_CONFIG", "T", "broker-a:4"))
             .await,
     );
+    let broker = Fixture::client();
     let answer = ns
-        .call_once(register("broker-a", "m:10911", 0, register_body(&["T"])))
+        .call(
+            &broker,
+            register("broker-a", "m:10911", 0, register_body(&["T"])),
+        )
         .await;
     assert_success(&answer);
     let table: sluice_net::body::KvTable = body::decode(&answer.body, "KvTable").expect("parses");
@@ -334,16 +338,23 @@ async fn malformed_registrations_are_rejected_with_a_remark() {
 }
 
 #[tokio::test]
-async fn matching_body_crc_is_accepted() {
+async fn matching_body_crc_is_accepted_masked_or_plain() {
     let ns = Fixture::start().await;
     let body = register_body(&["T"]);
-    let crc = crc32fast::hash(&body) & 0x7FFF_FFFF;
-    let mut request = register("broker-a", "m:10911", 0, body);
-    request
-        .ext_fields
-        .insert("bodyCrc32".into(), crc.to_string());
-    assert_success(&ns.call_once(request).await);
-    assert_eq!(ns.server.live_brokers(), vec!["m:10911".to_owned()]);
+    let plain = crc32fast::hash(&body);
+    // Java clears the top bit; a plain CRC-32 is sent as a signed int.
+    let forms = [
+        (plain & 0x7FFF_FFFF).to_string(),
+        i32::from_be_bytes(plain.to_be_bytes()).to_string(),
+    ];
+    for (id, crc) in (0..).zip(forms) {
+        let broker = Fixture::client();
+        let addr = format!("m{id}:10911");
+        let mut request = register("broker-a", &addr, id, body.clone());
+        request.ext_fields.insert("bodyCrc32".into(), crc.clone());
+        assert_success(&ns.call(&broker, request).await);
+        assert!(ns.server.live_brokers().contains(&addr), "crc {crc}");
+    }
 }
 
 #[tokio::test]
@@ -353,4 +364,60 @@ async fn unknown_request_code_is_not_supported() {
         .call_once(RemotingCommand::request(request_code::SEND_MESSAGE_V2))
         .await;
     assert_eq!(response.code, response_code::REQUEST_CODE_NOT_SUPPORTED);
+}
+
+#[tokio::test]
+async fn old_client_asking_for_standard_json_gets_quoted_keys() {
+    let ns = Fixture::start().await;
+    let broker = Fixture::client();
+    assert_success(
+        &ns.call(
+            &broker,
+            register("broker-a", "m:10911", 0, register_body(&["T"])),
+        )
+        .await,
+    );
+    let mut request = route_request("T", OLD_CLIENT);
+    request
+        .ext_fields
+        .insert("acceptStandardJsonOnly".into(), "true".into());
+    let response = ns.call_once(request).await;
+    let text = std::str::from_utf8(&response.body).expect("utf8");
+    assert!(text.contains(r#""brokerAddrs":{"0":"m:10911"}"#), "{text}");
+}
+
+#[tokio::test]
+async fn data_version_query_reports_whether_topics_changed() {
+    let ns = Fixture::start().await;
+    let broker = Fixture::client();
+    assert_success(
+        &ns.call(
+            &broker,
+            register("broker-a", "m:10911", 0, register_body(&["T"])),
+        )
+        .await,
+    );
+    let header = sluice_net::header::BrokerIdentityRequestHeader {
+        broker_name: "broker-a".into(),
+        broker_addr: "m:10911".into(),
+        cluster_name: CLUSTER.into(),
+        broker_id: 0,
+    };
+    for (counter, changed) in [(1, false), (2, true)] {
+        let version = sluice_net::body::DataVersion {
+            timestamp: 1,
+            counter,
+        };
+        let request =
+            RemotingCommand::request_with_header(request_code::QUERY_DATA_VERSION, &header)
+                .with_body(body::encode(&version, "DataVersion").expect("serializable"));
+        let response = ns.call(&broker, request).await;
+        assert_success(&response);
+        let answer: sluice_net::header::QueryDataVersionResponseHeader =
+            response.header().expect("typed");
+        assert_eq!(answer.changed, changed, "counter {counter}");
+        let known: sluice_net::body::DataVersion =
+            body::decode(&response.body, "DataVersion").expect("parses");
+        assert_eq!(known.counter, 1, "the name server reports what it holds");
+    }
 }

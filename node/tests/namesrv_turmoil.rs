@@ -99,7 +99,7 @@ fn silent_broker_expires_while_a_heartbeating_one_stays() {
             );
             assert!(
                 silent_connection.is_closed(),
-                "the scan closes the silent broker's connection"
+                "the silent broker's connection is closed"
             );
 
             tokio::time::sleep(Duration::from_secs(100)).await;

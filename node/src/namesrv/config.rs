@@ -1,6 +1,8 @@
 //! `NameServerConfig`: where the name server listens and how it expires
 //! silent brokers. Every default matches RocketMQ 4.x.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 use sluice_net::RpcConfig;
 
@@ -12,6 +14,9 @@ pub const DEFAULT_BROKER_EXPIRY_MS: u64 = 120_000;
 pub const DEFAULT_SCAN_INTERVAL_MS: u64 = 10_000;
 /// How long shutdown waits for in-flight requests.
 pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 3_000;
+/// A connection on which nothing arrives this long is closed (RocketMQ's
+/// `serverChannelMaxIdleTimeSeconds`: 120 s).
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
 
 /// Name server settings. Deserializes from a TOML/JSON table in which every
 /// field is optional.
@@ -33,9 +38,10 @@ pub struct NameServerConfig {
     /// How long shutdown lets in-flight requests finish.
     /// Default [`DEFAULT_SHUTDOWN_GRACE_MS`] (3 s).
     pub shutdown_grace_ms: u64,
-    /// RPC tuning (frame limits, queue sizes). Default [`RpcConfig::default`];
-    /// not read from config files.
-    #[serde(skip)]
+    /// RPC tuning (frame limits, queue sizes). Default [`RpcConfig::default`]
+    /// with an idle timeout of [`DEFAULT_IDLE_TIMEOUT_MS`]; not read from
+    /// config files.
+    #[serde(skip, default = "default_rpc")]
     pub rpc: RpcConfig,
 }
 
@@ -47,7 +53,38 @@ impl Default for NameServerConfig {
             scan_interval_ms: DEFAULT_SCAN_INTERVAL_MS,
             order_message_enable: false,
             shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
-            rpc: RpcConfig::default(),
+            rpc: default_rpc(),
         }
+    }
+}
+
+fn default_rpc() -> RpcConfig {
+    RpcConfig {
+        idle_timeout: Some(Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS)),
+        ..RpcConfig::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_config_keeps_every_other_default() {
+        let config: NameServerConfig =
+            serde_json::from_str(r#"{"broker_expiry_ms": 5000}"#).expect("parses");
+        assert_eq!(config.broker_expiry_ms, 5_000);
+        assert_eq!(config.listen_addr, DEFAULT_LISTEN_ADDR);
+        assert_eq!(config.scan_interval_ms, DEFAULT_SCAN_INTERVAL_MS);
+        assert_eq!(
+            config.rpc.idle_timeout,
+            Some(Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS))
+        );
+    }
+
+    #[test]
+    fn unknown_config_keys_are_rejected() {
+        let parsed = serde_json::from_str::<NameServerConfig>(r#"{"brokerExpiryMs": 5000}"#);
+        assert!(parsed.is_err());
     }
 }

@@ -16,8 +16,8 @@ mod server;
 mod state;
 
 pub use config::{
-    NameServerConfig, DEFAULT_BROKER_EXPIRY_MS, DEFAULT_LISTEN_ADDR, DEFAULT_SCAN_INTERVAL_MS,
-    DEFAULT_SHUTDOWN_GRACE_MS,
+    NameServerConfig, DEFAULT_BROKER_EXPIRY_MS, DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_LISTEN_ADDR,
+    DEFAULT_SCAN_INTERVAL_MS, DEFAULT_SHUTDOWN_GRACE_MS,
 };
 pub use kv_config::{KvConfig, ORDER_TOPIC_CONFIG_NAMESPACE};
 pub use route_table::{RegisterOutcome, Registration, RemovedBroker, RouteTable};
