@@ -359,6 +359,20 @@ async fn drive(runs: usize, (raw_addr, codec_addr, rpc_addr): (String, String, S
     let bin_req = request(SerializeType::RocketMq);
     // Warm up connections and allocators.
     rpc_ping_pong(&client, &rpc_addr, &json_req).await;
+    // `RPC_LOOPBACK_ONLY=rpc|codec` runs just that pipelined case (for profiling).
+    match std::env::var("RPC_LOOPBACK_ONLY").as_deref() {
+        Ok("rpc") => {
+            let (rate, cpu) = with_cpu(rpc_pipelined(&client, &rpc_addr, &json_req)).await;
+            println!("rpc json: {rate:.0} req/s, {cpu:.2} us CPU per request");
+            return;
+        }
+        Ok("codec") => {
+            let (rate, cpu) = with_cpu(raw_pipelined(&codec_addr, &json_req, true)).await;
+            println!("raw + codec: {rate:.0} req/s, {cpu:.2} us CPU per request");
+            return;
+        }
+        _ => {}
+    }
     let mut rows: [Vec<f64>; 14] = Default::default();
     for run in 0..runs {
         rows[0].push(raw_ping_pong(&raw_addr, &raw_req).await);
