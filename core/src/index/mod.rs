@@ -117,6 +117,13 @@ impl<D: Disk> IndexService<D> {
         Ok(())
     }
 
+    /// Creates the file the next entries go to, if there is none, named by
+    /// `next_phys` (no earlier record is indexed into it). Called at open so
+    /// the first put does not pay for allocating a large index file.
+    pub(crate) fn ensure_writable(&self, next_phys: CommitLogOffset) -> Result<()> {
+        self.writable(next_phys).map(|_| ())
+    }
+
     fn writable(&self, phys: CommitLogOffset) -> Result<Arc<IndexFile<D::Seg>>> {
         let files = self.lock();
         match files.values().next_back() {

@@ -16,7 +16,7 @@ use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable};
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::index::{IndexMark, IndexService};
-use crate::offset::QueueOffset;
+use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::join;
 
 use super::dispatch::{Dispatcher, Scope};
@@ -269,6 +269,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         // Allocate (and pre-fault) the active segment now, not inside the
         // first put: a fresh 1 GiB segment takes seconds to prepare.
         self.log.chain().get_or_create(end)?;
+        self.index.ensure_writable(CommitLogOffset(end))?;
         let d = self
             .dispatcher
             .get_mut()

@@ -2,7 +2,6 @@
 //! (`standalone`). Parses flags, picks the production seams (tokio TCP,
 //! mapped files, the system clock) and calls the library.
 
-use std::future::Future;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -151,12 +150,10 @@ fn shutdown_signal() -> watch::Receiver<bool> {
     rx
 }
 
-fn wait(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> {
-    async move {
-        while !*rx.borrow() {
-            if rx.changed().await.is_err() {
-                return;
-            }
+async fn wait(mut rx: watch::Receiver<bool>) {
+    while !*rx.borrow() {
+        if rx.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -42,7 +42,8 @@ async fn register_all<D: Disk, C: Clock, T: Transport>(
         tracing::error!("could not encode the registration body");
         return;
     };
-    let crc = i32::from_be_bytes(crc32fast::hash(&json).to_be_bytes());
+    // Java's name server compares against CRC32 with the top bit cleared.
+    let crc = i32::try_from(crc32fast::hash(&json) & 0x7FFF_FFFF).expect("invariant: 31-bit value");
     let addr = broker.store_host().to_string();
     let header = RegisterBrokerRequestHeader {
         broker_name: broker.config.broker_name.clone(),

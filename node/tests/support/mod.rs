@@ -1,0 +1,276 @@
+//! Shared fixtures for node integration tests: a real `sluice-node
+//! standalone` process on free loopback ports with a temp data dir, and a
+//! tiny protocol client built on `RpcClient`.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_core::message::{keys, Properties, StoredRecord};
+use sluice_net::header::{
+    PullMessageRequestHeader, PullMessageResponseHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader, PULL_FLAG_SUSPEND,
+};
+use sluice_net::remoting::request_code;
+use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TokioTransport};
+
+/// A running standalone node.
+pub struct Node {
+    child: Option<Child>,
+    pub data_dir: PathBuf,
+    pub namesrv: String,
+    pub broker: String,
+}
+
+/// A port `p` such that `p` and `p - 2` (the VIP port) are free now.
+fn free_port_pair() -> u16 {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let p = l.local_addr().expect("addr").port();
+        if p > 1026 && TcpListener::bind(("127.0.0.1", p - 2)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+impl Node {
+    /// Starts a standalone node on `data_dir` with the given flush mode and
+    /// waits until the broker listens.
+    pub fn start(data_dir: &Path, flush: &str) -> Self {
+        let ns = format!("127.0.0.1:{}", free_port());
+        let broker = format!("127.0.0.1:{}", free_port_pair());
+        Self::start_on(data_dir, flush, ns, broker)
+    }
+
+    /// Starts on explicit addresses (restarts reuse them).
+    pub fn start_on(data_dir: &Path, flush: &str, namesrv: String, broker: String) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice-node"))
+            .args(["standalone", "--data-dir"])
+            .arg(data_dir)
+            .args([
+                "--namesrv-listen",
+                &namesrv,
+                "--broker-listen",
+                &broker,
+                "--flush",
+                flush,
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sluice-node");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains("sluice broker listening") => break,
+                Some(Ok(_)) => {}
+                _ => panic!("sluice-node exited before listening"),
+            }
+        }
+        // Keep draining stdout so the child never blocks on a full pipe.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "test harness thread, not simulated code"
+        )]
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child: Some(child),
+            data_dir: data_dir.to_owned(),
+            namesrv,
+            broker,
+        }
+    }
+
+    /// `kill -9`: no shutdown, no final flush.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait: a clean shutdown.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pid = c.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let _ = c.wait();
+        }
+    }
+
+    /// Restarts on the same data dir and ports.
+    pub fn restart(mut self, flush: &str) -> Self {
+        self.stop();
+        Self::start_on(
+            &self.data_dir.clone(),
+            flush,
+            self.namesrv.clone(),
+            self.broker.clone(),
+        )
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A client speaking the protocol directly.
+pub struct Client {
+    rpc: RpcClient<TokioTransport>,
+    pub addr: String,
+}
+
+/// The outcome of a send.
+#[derive(Debug)]
+pub struct Sent {
+    pub code: i32,
+    pub remark: Option<String>,
+    pub queue_offset: Option<i64>,
+}
+
+/// The outcome of a pull.
+#[derive(Debug)]
+pub struct Pulled {
+    pub code: i32,
+    pub next: i64,
+    pub records: Vec<StoredRecord>,
+}
+
+impl Client {
+    pub fn new(addr: &str) -> Self {
+        Self {
+            rpc: RpcClient::new(TokioTransport, RpcConfig::default()),
+            addr: addr.to_owned(),
+        }
+    }
+
+    pub async fn call(
+        &self,
+        cmd: RemotingCommand,
+        timeout: Duration,
+    ) -> sluice_net::Result<RemotingCommand> {
+        self.rpc.invoke(&self.addr, cmd, timeout).await
+    }
+
+    pub async fn send(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        body: &[u8],
+        key: &str,
+        tags: &str,
+    ) -> sluice_net::Result<Sent> {
+        let mut props = Properties::new();
+        props.insert(keys::KEYS, key).expect("key");
+        props.insert(keys::TAGS, tags).expect("tags");
+        props.insert(keys::WAIT, "true").expect("wait");
+        let h = SendMessageRequestHeaderV2 {
+            a: "test-producer".into(),
+            b: topic.into(),
+            c: "TBW102".into(),
+            d: 4,
+            e: queue_id,
+            f: 0,
+            g: 1_700_000_000_000,
+            h: 0,
+            i: Some(String::from_utf8(props.encode()).expect("utf8")),
+            j: Some(0),
+            k: Some(false),
+            l: None,
+            m: Some(false),
+            n: None,
+        };
+        let cmd = RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &h)
+            .with_body(Bytes::copy_from_slice(body));
+        let r = self.call(cmd, Duration::from_secs(5)).await?;
+        let queue_offset = r
+            .header::<SendMessageResponseHeader>()
+            .ok()
+            .map(|h| h.queue_offset);
+        Ok(Sent {
+            code: r.code,
+            remark: r.remark,
+            queue_offset,
+        })
+    }
+
+    pub async fn pull(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max: i32,
+        suspend_ms: i64,
+    ) -> sluice_net::Result<Pulled> {
+        let h = PullMessageRequestHeader {
+            consumer_group: "test-consumer".into(),
+            topic: topic.into(),
+            queue_id,
+            queue_offset: offset,
+            max_msg_nums: max,
+            sys_flag: if suspend_ms > 0 { PULL_FLAG_SUSPEND } else { 0 },
+            commit_offset: 0,
+            suspend_timeout_millis: suspend_ms,
+            subscription: None,
+            sub_version: 0,
+            expression_type: None,
+            max_msg_bytes: None,
+        };
+        let cmd = RemotingCommand::request_with_header(request_code::PULL_MESSAGE, &h);
+        let timeout = Duration::from_millis(u64::try_from(suspend_ms).unwrap_or(0) + 10_000);
+        let r = self.call(cmd, timeout).await?;
+        let next = r
+            .header::<PullMessageResponseHeader>()
+            .map_or(offset, |h| h.next_begin_offset);
+        Ok(Pulled {
+            code: r.code,
+            next,
+            records: split_records(&r.body),
+        })
+    }
+
+    /// Every record of a queue from offset 0.
+    pub async fn drain(&self, topic: &str, queue_id: i32) -> Vec<StoredRecord> {
+        let mut out = Vec::new();
+        let mut next = 0;
+        loop {
+            let p = self.pull(topic, queue_id, next, 32, 0).await.expect("pull");
+            if p.code != 0 {
+                return out;
+            }
+            next = p.next;
+            out.extend(p.records);
+        }
+    }
+}
+
+/// Splits a pull body into its stored records.
+pub fn split_records(body: &Bytes) -> Vec<StoredRecord> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at + 4 <= body.len() {
+        let size = u32::from_be_bytes(body[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let rec = StoredRecord::decode(&body.slice(at..at + size)).expect("valid record");
+        out.push(rec);
+        at += size;
+    }
+    out
+}
