@@ -1,7 +1,16 @@
 //! sim: the deterministic simulation harness (turmoil + the simulated disk),
 //! the history oracle and the failure scenarios (`cargo test -p sim`).
 //!
-//! Nothing is implemented yet; see the simulation issue.
+//! Module map:
+//! - [`history`]: the recorded events of a run and its trace hash.
+//! - [`oracle`]: pure checks over a history (lost acks, unexpected values,
+//!   one value per offset, dense offsets, FIFO, duplicates).
+//! - [`harness`]: `builder(seed)` and the name server / broker hosts.
+//! - [`clock`]: the simulated `Clock` (turmoil epoch + skew, tokio time).
+//! - [`protocol`]: the workload's raw `SEND_MESSAGE_V2` / `PULL_MESSAGE` client.
+//! - [`workload`]: producers and the final drain, recording the history.
+//! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
+//! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
 
 // Without tokio_unstable turmoil cannot seed tokio's RNG and panics in
 // simulated hosts are swallowed, so every result would be meaningless.
@@ -9,3 +18,12 @@
 compile_error!(
     "build with --cfg tokio_unstable (set in .cargo/config.toml; a RUSTFLAGS env var replaces it)"
 );
+
+pub mod clock;
+pub mod harness;
+pub mod history;
+pub mod oracle;
+pub mod protocol;
+pub mod run;
+pub mod seeds;
+pub mod workload;

@@ -1,0 +1,190 @@
+//! A run plan: the workload shape and a timed fault list, both derived from
+//! the run seed through named sub-streams. Printing a `Plan` shows every
+//! derived setting, so a failure report is self-contained.
+
+use rand::Rng;
+
+use crate::rng::{substream, Salt};
+
+/// What the producers do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// Sequential producers, each on its own client host.
+    pub producers: u32,
+    /// Messages each producer sends (each with a fresh id; no retries).
+    pub messages_per_producer: u32,
+    /// Queues of the topic; producer `p` sends message `k` to queue
+    /// `(p + k) % queues`.
+    pub queues: i32,
+    /// Longest pause between two sends of one producer.
+    pub send_gap_ms_max: u64,
+    /// Sets the `WAIT` property: `false` makes a `SYNC_FLUSH` broker answer
+    /// before the sync (the "skip the flush wait" mutant).
+    pub wait_for_flush: bool,
+}
+
+/// One injected fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Crash the broker host; with `power_loss` its disk loses (or tears)
+    /// every page not yet synced.
+    CrashBroker {
+        /// Also lose the page cache.
+        power_loss: bool,
+    },
+    /// Start the crashed broker again (it recovers from its disk).
+    RestartBroker,
+    /// The broker disk's next segment sync fails with EIO (fsyncgate
+    /// semantics: the pages are marked clean but not persisted).
+    FailNextSync,
+}
+
+/// A fault at a simulated time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedFault {
+    /// Simulated time since the start of the run.
+    pub at_ms: u64,
+    /// What happens.
+    pub fault: Fault,
+}
+
+/// Everything a seed decides about a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The run seed.
+    pub seed: u64,
+    /// The producers' work.
+    pub workload: Workload,
+    /// Faults in time order.
+    pub faults: Vec<TimedFault>,
+    /// Broker wall-clock skew (its `Clock` only; turmoil has no skew).
+    pub broker_skew_ms: i64,
+}
+
+fn workload(seed: u64) -> Workload {
+    let mut rng = substream(seed, Salt::Workload);
+    Workload {
+        producers: rng.random_range(1..=3),
+        messages_per_producer: rng.random_range(40..=100),
+        queues: rng.random_range(1..=4),
+        send_gap_ms_max: rng.random_range(0..=40),
+        wait_for_flush: true,
+    }
+}
+
+impl Workload {
+    /// A rough length of the producing phase without faults, used to place
+    /// faults while producers are still sending (each send takes a few
+    /// milliseconds of simulated network and sync time).
+    pub fn expected_ms(&self) -> u64 {
+        u64::from(self.messages_per_producer) * (self.send_gap_ms_max / 2 + 4)
+    }
+}
+
+fn skew(seed: u64) -> i64 {
+    substream(seed, Salt::Clock).random_range(-60_000..=60_000)
+}
+
+impl Plan {
+    /// Scenario `broker_crash_torn_tail_sync_flush`: one or two crashes of
+    /// the broker with power loss while producers send, each followed by a
+    /// restart.
+    pub fn broker_crash(seed: u64) -> Self {
+        let workload = workload(seed);
+        let mut rng = substream(seed, Salt::Faults);
+        let crashes = rng.random_range(1..=2);
+        let window_ms = workload.expected_ms().max(40) / crashes;
+        let mut at_ms = 0;
+        let mut faults = Vec::new();
+        for _ in 0..crashes {
+            at_ms += rng.random_range(20..=window_ms);
+            faults.push(TimedFault {
+                at_ms,
+                fault: Fault::CrashBroker { power_loss: true },
+            });
+            at_ms += rng.random_range(50..=2_000);
+            faults.push(TimedFault {
+                at_ms,
+                fault: Fault::RestartBroker,
+            });
+        }
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+        }
+    }
+
+    /// Scenario `fsync_eio_fences_the_broker`: one sync fails mid-stream;
+    /// later the broker is crashed with power loss and restarted.
+    pub fn fsync_eio(seed: u64) -> Self {
+        let workload = workload(seed);
+        let mut rng = substream(seed, Salt::Faults);
+        let eio_ms = rng.random_range(20..=workload.expected_ms().max(40) / 2);
+        let crash_ms = eio_ms + rng.random_range(500..=1_500);
+        let restart_ms = crash_ms + rng.random_range(100..=1_000);
+        let faults = vec![
+            TimedFault {
+                at_ms: eio_ms,
+                fault: Fault::FailNextSync,
+            },
+            TimedFault {
+                at_ms: crash_ms,
+                fault: Fault::CrashBroker { power_loss: true },
+            },
+            TimedFault {
+                at_ms: restart_ms,
+                fault: Fault::RestartBroker,
+            },
+        ];
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+        }
+    }
+
+    /// The same plan with the producers skipping the flush wait (a mutant:
+    /// the broker acknowledges before the sync).
+    #[must_use]
+    pub fn without_flush_wait(mut self) -> Self {
+        self.workload.wait_for_flush = false;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_derives_the_same_plan() {
+        assert_eq!(Plan::broker_crash(42), Plan::broker_crash(42));
+        assert_eq!(Plan::fsync_eio(42), Plan::fsync_eio(42));
+    }
+
+    #[test]
+    fn crash_plans_restart_after_every_crash_in_time_order() {
+        for seed in 0..200 {
+            let plan = Plan::broker_crash(seed);
+            assert!(plan.faults.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
+            for pair in plan.faults.chunks(2) {
+                assert!(matches!(pair[0].fault, Fault::CrashBroker { .. }));
+                assert_eq!(pair[1].fault, Fault::RestartBroker);
+            }
+        }
+    }
+
+    #[test]
+    fn seeds_vary_the_workload() {
+        let shapes: std::collections::BTreeSet<_> = (0..50)
+            .map(|s| {
+                let w = Plan::broker_crash(s).workload;
+                (w.producers, w.queues)
+            })
+            .collect();
+        assert!(shapes.len() > 4, "{shapes:?}");
+    }
+}

@@ -1,0 +1,94 @@
+//! The cluster inside turmoil: `builder(seed)` pins every knob of the
+//! simulator; `add_namesrv` and `add_broker` start the production name
+//! server and broker on the turmoil transport. A broker's `SimDisk` is made
+//! by the caller, outside the host factory, so it survives crash and bounce.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use sluice_core::disk::SimDisk;
+use sluice_core::{FlushMode, StoreConfig};
+use sluice_net::TurmoilTransport;
+use sluice_node::broker::{Broker, BrokerConfig};
+use sluice_node::namesrv::{NameServer, NameServerConfig};
+
+use crate::clock::SimClock;
+
+/// Host name of the name server.
+pub const NAMESRV: &str = "namesrv";
+/// Host name of the broker.
+pub const BROKER: &str = "broker";
+/// Where clients reach the broker.
+pub const BROKER_ADDR: &str = "broker:10911";
+/// Sim-time budget of one run; exceeding it fails the run.
+pub const SIM_DURATION_MAX: Duration = Duration::from_secs(120);
+/// The logical wall clock starts here (2024-01-01T00:00:00Z), so wall
+/// times are the same in every run.
+const EPOCH_MS: u64 = 1_704_067_200_000;
+
+/// A turmoil builder with the seed, epoch, tick and latencies pinned.
+pub fn builder(seed: u64) -> turmoil::Builder {
+    let mut b = turmoil::Builder::new();
+    b.rng_seed(seed)
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_MS))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_micros(100))
+        .max_message_latency(Duration::from_millis(5))
+        .simulation_duration(SIM_DURATION_MAX);
+    b
+}
+
+/// The broker configuration the scenarios use: small segments so rollover
+/// happens, no VIP port, registration with [`NAMESRV`].
+pub fn broker_config(flush_mode: FlushMode) -> BrokerConfig {
+    BrokerConfig {
+        listen: "0.0.0.0:10911".to_owned(),
+        listen_vip: false,
+        namesrv_addrs: vec![format!("{NAMESRV}:9876")],
+        store: StoreConfig {
+            root: "store".to_owned(),
+            flush_mode,
+            ..StoreConfig::for_tests()
+        },
+        ..BrokerConfig::default()
+    }
+}
+
+/// Starts the name server host.
+pub fn add_namesrv(sim: &mut turmoil::Sim<'_>) {
+    sim.host(NAMESRV, || async {
+        let config = NameServerConfig {
+            listen_addr: "0.0.0.0:9876".to_owned(),
+            ..NameServerConfig::default()
+        };
+        let _server = NameServer::start(config, SimClock::new(0), &TurmoilTransport).await?;
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+}
+
+/// Gives every sync of `disk` a simulated latency that grows with its size,
+/// so concurrent puts share group commits and crashes land mid-sync.
+pub fn slow_syncs(disk: &SimDisk) {
+    disk.set_sync_delay(Some(Arc::new(|bytes: u64| {
+        Box::pin(tokio::time::sleep(Duration::from_micros(300 + bytes / 8)))
+    })));
+}
+
+/// Starts the broker host on `disk`; every (re)start opens the store from
+/// what the disk holds, recovering it.
+pub fn add_broker(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, config: &BrokerConfig, skew_ms: i64) {
+    let disk = disk.clone();
+    let config = config.clone();
+    sim.host(BROKER, move || {
+        let disk = disk.clone();
+        let config = config.clone();
+        async move {
+            let broker = Broker::open(disk, SimClock::new(skew_ms), config).await?;
+            broker
+                .serve(TurmoilTransport, std::future::pending(), |_| {})
+                .await?;
+            Ok(())
+        }
+    });
+}

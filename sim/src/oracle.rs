@@ -1,0 +1,390 @@
+//! The Jepsen-style oracle: pure functions over a recorded history. It is
+//! valid only after a full drain (every queue read from offset 0 to its
+//! end), which the harness records as `Poll` events.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::history::{Entry, Event, MessageId};
+
+/// What the oracle may assume about the broker under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OracleConfig {
+    /// `SYNC_FLUSH` with the flush wait: an acknowledged message survives any
+    /// crash at the offset it was acknowledged with.
+    pub acked_must_survive: bool,
+}
+
+/// One anomaly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// An acknowledged message was never read.
+    LostAck {
+        /// The message.
+        id: MessageId,
+        /// Where it was acknowledged.
+        queue: i32,
+        /// Its acknowledged offset.
+        queue_offset: u64,
+    },
+    /// An acknowledged message was read, but not where it was acknowledged.
+    MovedAck {
+        /// The message.
+        id: MessageId,
+        /// Acknowledged at.
+        acked: (i32, u64),
+        /// Read at.
+        seen: Vec<(i32, u64)>,
+    },
+    /// A message nobody sent was read.
+    NeverSent {
+        /// The message.
+        id: MessageId,
+        /// Where it was read.
+        at: (i32, u64),
+    },
+    /// A message whose send definitely failed was read (G1a).
+    FailedSendVisible {
+        /// The message.
+        id: MessageId,
+        /// Where it was read.
+        at: (i32, u64),
+    },
+    /// Two different messages at one `(queue, offset)`, across acks and reads.
+    InconsistentOffset {
+        /// The queue.
+        queue: i32,
+        /// The offset.
+        queue_offset: u64,
+        /// The two messages.
+        ids: (MessageId, MessageId),
+    },
+    /// The drained offsets of a queue are not `0..n` without holes.
+    Gap {
+        /// The queue.
+        queue: i32,
+        /// The first missing offset.
+        missing: u64,
+    },
+    /// One message at several positions, without an indeterminate send to
+    /// explain it.
+    Duplicate {
+        /// The message.
+        id: MessageId,
+        /// Where it was read.
+        at: Vec<(i32, u64)>,
+    },
+    /// One sequential producer's acknowledged sends landed out of order.
+    NonFifo {
+        /// The producer.
+        producer: u32,
+        /// The queue.
+        queue: i32,
+        /// Acknowledged first, but stored later.
+        earlier: MessageId,
+        /// Acknowledged later, but stored earlier (or at the same offset).
+        later: MessageId,
+    },
+    /// The drain could not finish: a liveness failure.
+    DrainIncomplete {
+        /// The queue.
+        queue: i32,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// How each send ended, as the client saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Pending,
+    Ok(i32, u64),
+    Fail,
+    Info,
+}
+
+struct Send {
+    producer: u32,
+    outcome: Outcome,
+}
+
+/// Counts that describe a run (reported, never judged).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Sends invoked.
+    pub invoked: usize,
+    /// Sends acknowledged.
+    pub acked: usize,
+    /// Sends that definitely failed.
+    pub failed: usize,
+    /// Sends with an unknown outcome.
+    pub indeterminate: usize,
+    /// Indeterminate sends that were read anyway.
+    pub recovered: usize,
+    /// Distinct messages read.
+    pub read: usize,
+}
+
+/// The oracle's verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Every anomaly found; empty means the history is valid.
+    pub violations: Vec<Violation>,
+    /// Counts.
+    pub summary: Summary,
+}
+
+/// Checks a history. Pure; the order of `events` is the recorded order.
+pub fn check(events: &[Event], config: OracleConfig) -> Verdict {
+    let (sends, ack_order) = sends(events);
+    let (positions, reads, mut violations) = reads(events);
+    violations.extend(check_reads(&sends, &reads));
+    if config.acked_must_survive {
+        violations.extend(check_acks(&sends, &ack_order, &positions, &reads));
+    }
+    violations.extend(check_dense(&positions));
+    violations.extend(check_fifo(&sends, &ack_order));
+    let summary = Summary {
+        invoked: sends.len(),
+        acked: count(&sends, |o| matches!(o, Outcome::Ok(..))),
+        failed: count(&sends, |o| o == Outcome::Fail),
+        indeterminate: count(&sends, |o| o == Outcome::Info),
+        recovered: sends
+            .iter()
+            .filter(|(id, s)| s.outcome == Outcome::Info && reads.contains_key(*id))
+            .count(),
+        read: reads.len(),
+    };
+    Verdict {
+        violations,
+        summary,
+    }
+}
+
+fn count(sends: &BTreeMap<MessageId, Send>, pred: impl Fn(Outcome) -> bool) -> usize {
+    sends.values().filter(|s| pred(s.outcome)).count()
+}
+
+/// Each send's outcome, and the acknowledged ids in acknowledgement order.
+fn sends(events: &[Event]) -> (BTreeMap<MessageId, Send>, Vec<MessageId>) {
+    let mut sends = BTreeMap::new();
+    let mut ack_order = Vec::new();
+    for e in events {
+        match e {
+            Event::SendInvoke { producer, id, .. } => {
+                sends.insert(
+                    id.clone(),
+                    Send {
+                        producer: *producer,
+                        outcome: Outcome::Pending,
+                    },
+                );
+            }
+            Event::SendOk {
+                id,
+                queue,
+                queue_offset,
+            } => {
+                if let Some(s) = sends.get_mut(id) {
+                    s.outcome = Outcome::Ok(*queue, *queue_offset);
+                    ack_order.push(id.clone());
+                }
+            }
+            Event::SendFail { id, .. } => set(&mut sends, id, Outcome::Fail),
+            Event::SendInfo { id, .. } => set(&mut sends, id, Outcome::Info),
+            _ => {}
+        }
+    }
+    (sends, ack_order)
+}
+
+fn set(sends: &mut BTreeMap<MessageId, Send>, id: &str, outcome: Outcome) {
+    if let Some(s) = sends.get_mut(id) {
+        s.outcome = outcome;
+    }
+}
+
+type Positions = BTreeMap<(i32, u64), MessageId>;
+type Reads = BTreeMap<MessageId, BTreeSet<(i32, u64)>>;
+
+/// The version order `(queue, offset) → id` from every read, where each id
+/// was read, and any position read with two values or a drain left unfinished.
+fn reads(events: &[Event]) -> (Positions, Reads, Vec<Violation>) {
+    let mut positions = Positions::new();
+    let mut reads = Reads::new();
+    let mut violations = Vec::new();
+    for e in events {
+        match e {
+            Event::Poll { queue, records } => {
+                for (offset, id) in records {
+                    let key = (*queue, *offset);
+                    match positions.get(&key) {
+                        Some(other) if other != id => {
+                            violations.push(Violation::InconsistentOffset {
+                                queue: *queue,
+                                queue_offset: *offset,
+                                ids: (other.clone(), id.clone()),
+                            });
+                        }
+                        Some(_) => {}
+                        None => {
+                            positions.insert(key, id.clone());
+                        }
+                    }
+                    reads.entry(id.clone()).or_default().insert(key);
+                }
+            }
+            Event::DrainIncomplete { queue, reason } => {
+                violations.push(Violation::DrainIncomplete {
+                    queue: *queue,
+                    reason: reason.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+    (positions, reads, violations)
+}
+
+/// No message read that was never sent or that definitely failed; no
+/// duplicate without an indeterminate send.
+fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (id, at) in reads {
+        let first = *at
+            .iter()
+            .next()
+            .expect("invariant: every read id has a position");
+        match sends.get(id).map(|s| s.outcome) {
+            None => out.push(Violation::NeverSent {
+                id: id.clone(),
+                at: first,
+            }),
+            Some(Outcome::Fail) => out.push(Violation::FailedSendVisible {
+                id: id.clone(),
+                at: first,
+            }),
+            Some(Outcome::Info) => {}
+            Some(_) if at.len() > 1 => out.push(Violation::Duplicate {
+                id: id.clone(),
+                at: at.iter().copied().collect(),
+            }),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+/// Every acknowledged message was read, exactly where it was acknowledged.
+fn check_acks(
+    sends: &BTreeMap<MessageId, Send>,
+    ack_order: &[MessageId],
+    positions: &Positions,
+    reads: &Reads,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for id in ack_order {
+        let Some(Outcome::Ok(queue, queue_offset)) = sends.get(id).map(|s| s.outcome) else {
+            continue;
+        };
+        match (positions.get(&(queue, queue_offset)), reads.get(id)) {
+            (Some(other), _) if other != id => out.push(Violation::InconsistentOffset {
+                queue,
+                queue_offset,
+                ids: (id.clone(), other.clone()),
+            }),
+            (Some(_), _) => {}
+            (None, None) => out.push(Violation::LostAck {
+                id: id.clone(),
+                queue,
+                queue_offset,
+            }),
+            (None, Some(seen)) => out.push(Violation::MovedAck {
+                id: id.clone(),
+                acked: (queue, queue_offset),
+                seen: seen.iter().copied().collect(),
+            }),
+        }
+    }
+    out
+}
+
+/// Each queue's read offsets are `0..n`.
+fn check_dense(positions: &Positions) -> Vec<Violation> {
+    let mut next: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut reported = BTreeSet::new();
+    for &(queue, offset) in positions.keys() {
+        let expected = next.entry(queue).or_insert(0);
+        if offset != *expected && reported.insert(queue) {
+            out.push(Violation::Gap {
+                queue,
+                missing: *expected,
+            });
+        }
+        *expected = offset + 1;
+    }
+    out
+}
+
+/// A sequential producer's acknowledged sends to one queue have increasing
+/// offsets in acknowledgement order.
+fn check_fifo(sends: &BTreeMap<MessageId, Send>, ack_order: &[MessageId]) -> Vec<Violation> {
+    let mut last: BTreeMap<(u32, i32), (u64, &MessageId)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for id in ack_order {
+        let Some(s) = sends.get(id) else { continue };
+        let Outcome::Ok(queue, offset) = s.outcome else {
+            continue;
+        };
+        if let Some((prev_offset, prev_id)) = last.get(&(s.producer, queue)) {
+            if offset <= *prev_offset {
+                out.push(Violation::NonFifo {
+                    producer: s.producer,
+                    queue,
+                    earlier: (*prev_id).clone(),
+                    later: id.clone(),
+                });
+            }
+        }
+        last.insert((s.producer, queue), (offset, id));
+    }
+    out
+}
+
+/// Messages acknowledged although they were sent after the client had seen
+/// the broker fenced (an event matching `fenced`) and before `until_ms`
+/// (the end of that process life). A fenced store must refuse every put.
+pub fn acks_after_fence(
+    entries: &[Entry],
+    fenced: impl Fn(&Event) -> bool,
+    until_ms: u64,
+) -> Vec<MessageId> {
+    let Some(start) = entries.iter().position(|e| fenced(&e.event)) else {
+        return Vec::new();
+    };
+    let invoked_while_fenced: BTreeSet<&MessageId> = entries[start..]
+        .iter()
+        .filter(|e| e.at_ms < until_ms)
+        .filter_map(|e| match &e.event {
+            Event::SendInvoke { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    entries[start..]
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::SendOk { id, .. } if invoked_while_fenced.contains(id) => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

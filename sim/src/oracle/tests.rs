@@ -1,0 +1,294 @@
+//! The oracle on hand-made histories: a valid one passes, and each kind of
+//! bad history trips exactly the check meant for it.
+
+use super::*;
+
+const SURVIVE: OracleConfig = OracleConfig {
+    acked_must_survive: true,
+};
+
+fn invoke(producer: u32, id: &str, queue: i32) -> Event {
+    Event::SendInvoke {
+        producer,
+        id: id.into(),
+        queue,
+    }
+}
+
+fn ok(id: &str, queue: i32, queue_offset: u64) -> Event {
+    Event::SendOk {
+        id: id.into(),
+        queue,
+        queue_offset,
+    }
+}
+
+fn fail(id: &str) -> Event {
+    Event::SendFail {
+        id: id.into(),
+        reason: "refused".into(),
+    }
+}
+
+fn info(id: &str) -> Event {
+    Event::SendInfo {
+        id: id.into(),
+        reason: "timeout".into(),
+    }
+}
+
+fn poll(queue: i32, records: &[(u64, &str)]) -> Event {
+    Event::Poll {
+        queue,
+        records: records
+            .iter()
+            .map(|(o, id)| (*o, (*id).to_owned()))
+            .collect(),
+    }
+}
+
+/// Two acked sends, one failed, one indeterminate that was stored, drained.
+fn valid() -> Vec<Event> {
+    vec![
+        invoke(0, "a", 0),
+        ok("a", 0, 0),
+        invoke(0, "b", 0),
+        fail("b"),
+        invoke(0, "c", 0),
+        info("c"),
+        invoke(0, "d", 0),
+        ok("d", 0, 2),
+        poll(0, &[(0, "a"), (1, "c"), (2, "d")]),
+    ]
+}
+
+fn violations(events: &[Event]) -> Vec<Violation> {
+    check(events, SURVIVE).violations
+}
+
+#[test]
+fn valid_history_passes_and_is_summarised() {
+    let v = check(&valid(), SURVIVE);
+    assert_eq!(v.violations, vec![]);
+    assert_eq!(
+        v.summary,
+        Summary {
+            invoked: 4,
+            acked: 2,
+            failed: 1,
+            indeterminate: 1,
+            recovered: 1,
+            read: 3,
+        }
+    );
+}
+
+#[test]
+fn acked_message_missing_from_the_drain_is_lost() {
+    let mut h = valid();
+    h.pop();
+    h.push(poll(0, &[(0, "a"), (1, "c")]));
+    assert_eq!(
+        violations(&h),
+        vec![Violation::LostAck {
+            id: "d".into(),
+            queue: 0,
+            queue_offset: 2
+        }]
+    );
+}
+
+#[test]
+fn lost_acks_are_allowed_when_the_mode_does_not_promise_durability() {
+    let mut h = valid();
+    h.pop();
+    h.push(poll(0, &[(0, "a"), (1, "c")]));
+    let v = check(
+        &h,
+        OracleConfig {
+            acked_must_survive: false,
+        },
+    );
+    assert_eq!(v.violations, vec![]);
+}
+
+#[test]
+fn acked_message_read_at_another_offset_is_moved() {
+    let h = vec![
+        invoke(0, "a", 0),
+        ok("a", 0, 1),
+        invoke(1, "x", 0),
+        info("x"),
+        poll(0, &[(0, "a"), (1, "x")]),
+    ];
+    let v = violations(&h);
+    assert!(
+        v.contains(&Violation::InconsistentOffset {
+            queue: 0,
+            queue_offset: 1,
+            ids: ("a".into(), "x".into())
+        }),
+        "{v:?}"
+    );
+    let h = vec![invoke(0, "a", 0), ok("a", 0, 1), poll(0, &[(0, "a")])];
+    assert_eq!(
+        violations(&h),
+        vec![Violation::MovedAck {
+            id: "a".into(),
+            acked: (0, 1),
+            seen: vec![(0, 0)]
+        }]
+    );
+}
+
+#[test]
+fn never_sent_and_failed_sends_must_not_be_read() {
+    let mut h = valid();
+    h.push(poll(0, &[(3, "ghost")]));
+    assert_eq!(
+        violations(&h),
+        vec![Violation::NeverSent {
+            id: "ghost".into(),
+            at: (0, 3)
+        }]
+    );
+    let mut h = valid();
+    h.push(poll(0, &[(3, "b")]));
+    assert_eq!(
+        violations(&h),
+        vec![Violation::FailedSendVisible {
+            id: "b".into(),
+            at: (0, 3)
+        }]
+    );
+}
+
+#[test]
+fn two_values_at_one_offset_are_inconsistent() {
+    let mut h = valid();
+    h.push(poll(0, &[(1, "a")]));
+    let v = violations(&h);
+    assert!(
+        v.contains(&Violation::InconsistentOffset {
+            queue: 0,
+            queue_offset: 1,
+            ids: ("c".into(), "a".into())
+        }),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn holes_in_a_queue_are_gaps() {
+    let h = vec![
+        invoke(0, "a", 0),
+        ok("a", 0, 0),
+        invoke(0, "b", 0),
+        ok("b", 0, 2),
+        poll(0, &[(0, "a"), (2, "b")]),
+    ];
+    assert_eq!(
+        violations(&h),
+        vec![Violation::Gap {
+            queue: 0,
+            missing: 1
+        }]
+    );
+    let h = vec![invoke(0, "a", 3), ok("a", 3, 1), poll(3, &[(1, "a")])];
+    assert_eq!(
+        violations(&h),
+        vec![Violation::Gap {
+            queue: 3,
+            missing: 0
+        }]
+    );
+}
+
+#[test]
+fn duplicates_need_an_indeterminate_send() {
+    let h = vec![
+        invoke(0, "a", 0),
+        ok("a", 0, 0),
+        poll(0, &[(0, "a"), (1, "a")]),
+    ];
+    assert_eq!(
+        violations(&h),
+        vec![Violation::Duplicate {
+            id: "a".into(),
+            at: vec![(0, 0), (0, 1)]
+        }]
+    );
+    let h = vec![invoke(0, "a", 0), info("a"), poll(0, &[(0, "a"), (1, "a")])];
+    assert_eq!(violations(&h), vec![]);
+}
+
+#[test]
+fn out_of_order_acks_of_one_producer_break_fifo() {
+    let h = vec![
+        invoke(0, "a", 0),
+        ok("a", 0, 1),
+        invoke(0, "b", 0),
+        ok("b", 0, 0),
+        poll(0, &[(0, "b"), (1, "a")]),
+    ];
+    assert_eq!(
+        violations(&h),
+        vec![Violation::NonFifo {
+            producer: 0,
+            queue: 0,
+            earlier: "a".into(),
+            later: "b".into()
+        }]
+    );
+    let two_producers = vec![
+        invoke(0, "a", 0),
+        ok("a", 0, 1),
+        invoke(1, "b", 0),
+        ok("b", 0, 0),
+        poll(0, &[(0, "b"), (1, "a")]),
+    ];
+    assert_eq!(violations(&two_producers), vec![], "FIFO is per producer");
+}
+
+#[test]
+fn unfinished_drain_is_a_liveness_failure() {
+    let mut h = valid();
+    h.push(Event::DrainIncomplete {
+        queue: 1,
+        reason: "timeout".into(),
+    });
+    assert_eq!(
+        violations(&h),
+        vec![Violation::DrainIncomplete {
+            queue: 1,
+            reason: "timeout".into()
+        }]
+    );
+}
+
+fn at(at_ms: u64, event: Event) -> Entry {
+    Entry { at_ms, event }
+}
+
+#[test]
+fn acks_sent_after_the_fence_was_seen_are_reported() {
+    let fenced =
+        |e: &Event| matches!(e, Event::SendInfo { reason, .. } if reason.starts_with("timeout"));
+    let entries = vec![
+        at(1, invoke(0, "a", 0)),
+        at(2, info("a")),
+        at(3, invoke(1, "b", 0)),
+        at(4, ok("b", 0, 0)),
+        at(50, invoke(1, "c", 0)),
+        at(51, ok("c", 0, 1)),
+    ];
+    assert_eq!(acks_after_fence(&entries, fenced, 10), vec!["b".to_owned()]);
+    assert_eq!(
+        acks_after_fence(&entries, fenced, 100),
+        vec!["b".to_owned(), "c".to_owned()]
+    );
+    assert_eq!(
+        acks_after_fence(&entries[2..], fenced, 100),
+        Vec::<String>::new()
+    );
+}

@@ -1,0 +1,166 @@
+//! One run of a plan: build the cluster, start the producers, apply the
+//! timed faults while stepping the simulation (the safety phase), make
+//! sure the broker is up, drain every queue (the liveness phase), and judge
+//! the history with the oracle.
+
+use rand::Rng;
+use scenarios::{substream, Fault, Plan, Salt};
+use sluice_core::disk::{SimDisk, SimDiskStats};
+use sluice_core::FlushMode;
+
+use crate::harness::{add_broker, add_namesrv, broker_config, builder, slow_syncs, BROKER};
+use crate::history::{trace_hash, Entry, Event, History};
+use crate::oracle::{check, OracleConfig, Verdict};
+use crate::workload::{drain, produce};
+
+/// Everything a run produced.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The plan that ran.
+    pub plan: Plan,
+    /// The recorded history.
+    pub entries: Vec<Entry>,
+    /// Simulated time at the end.
+    pub end_ms: u64,
+    /// The broker disk's counters (which faults fired).
+    pub disk: SimDiskStats,
+    /// The oracle's verdict.
+    pub verdict: Verdict,
+    /// Hash of the history and end time: equal runs, equal hashes.
+    pub trace_hash: u64,
+}
+
+/// Runs `plan` against a broker in `flush_mode` and checks the history.
+/// `Err` when the simulation itself fails (a host returned an error or
+/// panicked, or the time budget ran out).
+pub fn run_plan(
+    plan: &Plan,
+    flush_mode: FlushMode,
+    oracle: OracleConfig,
+) -> Result<RunReport, String> {
+    let history = History::default();
+    let disk = SimDisk::new(substream(plan.seed, Salt::Disk).random());
+    slow_syncs(&disk);
+    let mut sim = builder(plan.seed).build();
+    add_namesrv(&mut sim);
+    add_broker(
+        &mut sim,
+        &disk,
+        &broker_config(flush_mode),
+        plan.broker_skew_ms,
+    );
+    for p in 0..plan.workload.producers {
+        sim.client(
+            format!("producer{p}"),
+            produce(plan.seed, p, plan.workload.clone(), history.clone()),
+        );
+    }
+    safety_phase(&mut sim, plan, &disk, &history)?;
+    if !sim.is_host_running(BROKER) {
+        sim.bounce(BROKER);
+        history.record_at(now_ms(&sim), fault_event("restart broker for the drain"));
+    }
+    sim.client("drain", drain(plan.workload.queues, history.clone()));
+    sim.run().map_err(|e| format!("drain phase: {e}"))?;
+    let end_ms = now_ms(&sim);
+    let entries = history.entries();
+    let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
+    let report = RunReport {
+        plan: plan.clone(),
+        trace_hash: trace_hash(&entries, end_ms),
+        verdict: check(&events, oracle),
+        entries,
+        end_ms,
+        disk: disk.stats(),
+    };
+    if std::env::var_os("SIM_TRACE").is_some() {
+        report.print_trace();
+    }
+    Ok(report)
+}
+
+/// Steps until every producer finished and every planned fault was applied.
+fn safety_phase(
+    sim: &mut turmoil::Sim<'_>,
+    plan: &Plan,
+    disk: &SimDisk,
+    history: &History,
+) -> Result<(), String> {
+    let mut faults = plan.faults.iter().peekable();
+    loop {
+        let now = now_ms(sim);
+        while let Some(f) = faults.next_if(|f| f.at_ms <= now) {
+            match f.fault {
+                Fault::CrashBroker { power_loss } => {
+                    sim.crash(BROKER);
+                    if power_loss {
+                        disk.power_loss();
+                    } else {
+                        disk.process_crash();
+                    }
+                }
+                Fault::RestartBroker => sim.bounce(BROKER),
+                Fault::FailNextSync => disk.fail_next_sync(),
+            }
+            history.record_at(now, fault_event(&format!("{:?}", f.fault)));
+        }
+        let producers_done = sim.step().map_err(|e| format!("safety phase: {e}"))?;
+        if producers_done && faults.peek().is_none() {
+            return Ok(());
+        }
+    }
+}
+
+fn fault_event(description: &str) -> Event {
+    Event::Fault {
+        description: description.to_owned(),
+    }
+}
+
+fn now_ms(sim: &turmoil::Sim<'_>) -> u64 {
+    u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl RunReport {
+    /// `None` when the oracle found nothing; else a readable failure with
+    /// the derived settings, counts, disk faults and the anomalies.
+    pub fn failure(&self) -> Option<String> {
+        if self.verdict.violations.is_empty() {
+            return None;
+        }
+        Some(self.describe(&format!(
+            "{} violation(s), first: {}",
+            self.verdict.violations.len(),
+            self.verdict
+                .violations
+                .iter()
+                .take(5)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )))
+    }
+
+    /// Prints the history, the settings and the verdict (`SIM_TRACE=1`).
+    #[expect(clippy::print_stdout, reason = "the readable trace of a replayed seed")]
+    pub fn print_trace(&self) {
+        for e in &self.entries {
+            println!("{:>7} ms  {:?}", e.at_ms, e.event);
+        }
+        println!(
+            "{}",
+            self.describe(&format!("trace hash {:016x}", self.trace_hash))
+        );
+        for v in &self.verdict.violations {
+            println!("VIOLATION {v}");
+        }
+    }
+
+    /// `what`, followed by the plan, the counts and the disk faults.
+    pub fn describe(&self, what: &str) -> String {
+        format!(
+            "{what}\n  plan: {:?}\n  summary: {:?}\n  disk: {:?}\n  end: {} ms",
+            self.plan, self.verdict.summary, self.disk, self.end_ms
+        )
+    }
+}
