@@ -194,6 +194,23 @@ impl Drop for LeaderGuard<'_> {
     }
 }
 
+/// Pending once (after asking to be polled again), then ready: a
+/// runtime-free yield.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
 /// A parked waiter: ready once anything it waits on may have changed
 /// (durable offset passed its end, poison, or leadership free).
 struct Parked<'a> {

@@ -22,8 +22,19 @@ pub(crate) enum Step {
     End(&'static str),
 }
 
-/// Reads what is at `pos`, a position believed to be a record boundary.
+/// Reads what is at `pos`, a position believed to be a record boundary,
+/// verifying everything (seal, body CRC, stored offset).
 pub(crate) fn step<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
+    step_checked(chain, pos, true)
+}
+
+/// Like [`step`] but skips the body CRC: for dispatching records this
+/// process has just written (the seal still guards the header).
+pub(crate) fn step_fresh<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
+    step_checked(chain, pos, false)
+}
+
+fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) -> Step {
     let seg = chain.segment_bytes();
     let rel = pos % seg;
     if rel + BLANK_RECORD_BYTES > seg {
@@ -56,7 +67,12 @@ pub(crate) fn step<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
             if !seal_matches(&raw) {
                 return Step::End("record seal (whole-record checksum) does not match");
             }
-            match StoredRecord::decode(&raw) {
+            let decoded = if check_body {
+                StoredRecord::decode(&raw)
+            } else {
+                StoredRecord::decode_unchecked_crc(&raw)
+            };
+            match decoded {
                 Ok(rec) if u64::try_from(rec.phys_offset).ok() == Some(pos) => {
                     Step::Record(Box::new(rec), raw)
                 }

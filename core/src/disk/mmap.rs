@@ -497,7 +497,14 @@ fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
         .open(path)?;
     let result = fallocate(&file, len)
         .and_then(|()| file.sync_all())
-        .and_then(|()| MmapOptions::new().len(map_len).populate().map_raw(&file));
+        .and_then(|()| MmapOptions::new().len(map_len).populate().map_raw(&file))
+        .inspect(|map| {
+            // MAP_POPULATE maps shared file pages read-only, so the first
+            // store to each page still faults (~0.4 µs per KiB appended).
+            // Pre-fault them writable here, off the hot path, as RocketMQ's
+            // warmMappedFile does. Older kernels lack the advice: ignore.
+            let _ = map.advise(memmap2::Advice::PopulateWrite);
+        });
     if result.is_err() {
         // Best effort: the caller reports the first error, not this one.
         let _ = fs::remove_file(path);

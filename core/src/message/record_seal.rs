@@ -2,10 +2,15 @@
 //! only the body, so a torn sector in a record's header, topic or
 //! properties would pass as valid. Every record the store writes ends with
 //! a `__CRC32#` property whose value, 10 decimal digits, is the CRC32 of
-//! every record byte before the digits; a record is trusted only when its
-//! seal matches. Clients see it as one more property and ignore it.
+//! every record byte before the digits except the body itself — the body
+//! is covered by BODYCRC, which sits in the sealed header — so each byte is
+//! checksummed once. A record is trusted only when its seal and its BODYCRC
+//! both match. Clients see the seal as one more property and ignore it.
+
+use std::ops::Range;
 
 use super::properties::keys;
+use super::record::{layout, sys_flag};
 
 /// Bytes the seal adds to the properties: key, 0x01, 10 digits, 0x02.
 pub const SEAL_PROPERTY_BYTES: usize = SEAL_PREFIX.len() + SEAL_DIGITS + 1;
@@ -38,7 +43,9 @@ pub fn seal_record(record: &mut [u8]) -> bool {
     let Some(digits_at) = seal_digits_at(record) else {
         return false;
     };
-    let crc = crc32fast::hash(&record[..digits_at]);
+    let Some(crc) = seal_crc(record, digits_at) else {
+        return false;
+    };
     let digits = format!("{crc:010}");
     record[digits_at..digits_at + SEAL_DIGITS].copy_from_slice(digits.as_bytes());
     true
@@ -55,7 +62,36 @@ pub fn seal_matches(record: &[u8]) -> bool {
     let Ok(stored) = text.parse::<u32>() else {
         return false;
     };
-    stored == crc32fast::hash(&record[..digits_at])
+    seal_crc(record, digits_at) == Some(stored)
+}
+
+/// CRC32 of `record[..digits_at]` without the body bytes.
+fn seal_crc(record: &[u8], digits_at: usize) -> Option<u32> {
+    let head = record.get(..digits_at)?;
+    let body = body_range(head)?;
+    let mut h = crc32fast::Hasher::new();
+    h.update(&head[..body.start]);
+    h.update(&head[body.end..]);
+    Some(h.finalize())
+}
+
+/// Where the body lies in an encoded record, if its header is plausible.
+fn body_range(record: &[u8]) -> Option<Range<usize>> {
+    let flags = i32::from_be_bytes(
+        record
+            .get(layout::SYS_FLAG..layout::SYS_FLAG + 4)?
+            .try_into()
+            .ok()?,
+    );
+    let host = |v6: bool| if v6 { 20 } else { 8 };
+    let born = host(flags & sys_flag::BORNHOST_V6 != 0);
+    let store = host(flags & sys_flag::STOREHOST_V6 != 0);
+    // BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPARED TX OFFSET.
+    let len_at = layout::BORN_HOST + born + 8 + store + 4 + 8;
+    let len = i32::from_be_bytes(record.get(len_at..len_at + 4)?.try_into().ok()?);
+    let start = len_at + 4;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    (end <= record.len()).then_some(start..end)
 }
 
 /// `properties` without a trailing seal (for re-storing a stored message).
@@ -78,18 +114,52 @@ fn seal_digits_at(bytes: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sealed_record_verifies_and_any_flip_breaks_it() {
-        let mut rec = b"header-topic-".to_vec();
-        rec.extend(with_seal_placeholder(b"KEYS\x01k1\x02"));
+    fn sealed_record() -> (Vec<u8>, std::ops::Range<usize>) {
+        let msg = crate::message::MessageInput {
+            topic: "T".into(),
+            queue_id: 1,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: 5,
+            born_host: "10.0.0.1:1".parse().expect("addr"),
+            store_host: "[::1]:2".parse().expect("addr"),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: bytes::Bytes::from_static(b"the body"),
+            properties: with_seal_placeholder(b"KEYS\x01k1\x02").into(),
+        };
+        let stamp = crate::message::RecordStamp {
+            queue_offset: 3,
+            phys_offset: 7,
+            store_timestamp_ms: 9,
+        };
+        let mut rec = msg.encode_to_vec(&stamp).expect("encodes");
         assert!(!seal_matches(&rec), "placeholder must not verify");
         assert!(seal_record(&mut rec));
+        let body = body_range(&rec).expect("body");
+        assert_eq!(&rec[body.clone()], b"the body");
+        (rec, body)
+    }
+
+    #[test]
+    fn sealed_record_verifies_and_any_flip_outside_the_body_breaks_it() {
+        let (rec, body) = sealed_record();
         assert!(seal_matches(&rec));
-        for i in 0..rec.len() {
+        for i in (0..rec.len()).filter(|i| !body.contains(i)) {
             let mut bad = rec.clone();
             bad[i] ^= 0x01;
             assert!(!seal_matches(&bad), "flip at {i} accepted");
         }
+    }
+
+    #[test]
+    fn body_flips_are_left_to_bodycrc_which_the_seal_protects() {
+        let (rec, body) = sealed_record();
+        let mut bad = rec.clone();
+        bad[body.start] ^= 0x01;
+        assert!(seal_matches(&bad), "the seal skips the body");
+        let err = crate::message::StoredRecord::decode(&bytes::Bytes::from(bad));
+        assert!(err.is_err(), "BODYCRC catches the body flip");
     }
 
     #[test]

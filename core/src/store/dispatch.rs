@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::commit_log::is_dispatchable;
-use crate::commit_log::scan::{step, Step};
+use crate::commit_log::scan::{step_fresh, Step};
 use crate::consume_queue::CqEntry;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
@@ -51,7 +51,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         {
             let mut d = self.lock_dispatcher();
             while d.cursor < limit {
-                match step(self.log.chain(), d.cursor) {
+                match step_fresh(self.log.chain(), d.cursor) {
                     Step::Record(rec, _) => {
                         if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
                             grown.insert((rec.topic.clone(), rec.queue_id), q);
