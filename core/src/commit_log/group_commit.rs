@@ -107,6 +107,9 @@ impl GroupCommit {
                         gc: self,
                         live: true,
                     };
+                    // Let writers just released by the previous sync append
+                    // first, so they ride this sync instead of the next.
+                    YieldNow(false).await;
                     let to = written();
                     let result = if to > from {
                         sync(from, to).await
