@@ -3,6 +3,7 @@
 //! on these connections go to the client's handler.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ struct Inner<T> {
     config: RpcConfig,
     handler: Arc<dyn Handler>,
     slots: Mutex<BTreeMap<String, Slot>>,
+    shut_down: AtomicBool,
 }
 
 /// An RPC client over transport `T`. Cheap to clone; clones share connections.
@@ -55,6 +57,7 @@ impl<T: Transport> RpcClient<T> {
                 config,
                 handler: Arc::new(handler),
                 slots: Mutex::new(BTreeMap::new()),
+                shut_down: AtomicBool::new(false),
             }),
         }
     }
@@ -107,6 +110,9 @@ impl<T: Transport> RpcClient<T> {
     }
 
     async fn connection_until(&self, addr: &str, deadline: Instant) -> Result<ConnectionHandle> {
+        if self.inner.shut_down.load(Ordering::Acquire) {
+            return Err(Error::Shutdown);
+        }
         let (open, dialling) = self.cached(addr);
         if let Some(handle) = open {
             return Ok(handle);
@@ -141,6 +147,12 @@ impl<T: Transport> RpcClient<T> {
             .slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // A shutdown that raced with this dial must not leave a live connection.
+        if self.inner.shut_down.load(Ordering::Acquire) {
+            drop(slots);
+            handle.close();
+            return Err(Error::Shutdown);
+        }
         slots.entry(addr.to_owned()).or_default().handle = Some(handle.clone());
         Ok(handle)
     }
@@ -159,8 +171,10 @@ impl<T: Transport> RpcClient<T> {
         }
     }
 
-    /// Closes every connection; pending calls fail with `ConnectionClosed`.
+    /// Closes every connection; pending calls fail with `ConnectionClosed`
+    /// and later calls with `Shutdown`.
     pub fn shutdown(&self) {
+        self.inner.shut_down.store(true, Ordering::Release);
         let handles: Vec<ConnectionHandle> = self
             .inner
             .slots

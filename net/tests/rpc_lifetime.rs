@@ -1,0 +1,86 @@
+//! Connection lifetime: idle connections are closed when
+//! `RpcConfig::idle_timeout` is set (and kept while traffic flows); a shut
+//! down client fails pending calls and refuses new ones.
+
+use std::time::Duration;
+
+use sluice_net::remoting::response_code;
+use sluice_net::{
+    HandlerTable, RemotingCommand, RequestContext, RpcClient, RpcConfig, RpcServer, TokioTransport,
+};
+
+#[tokio::test]
+async fn server_closes_connections_idle_past_the_timeout() {
+    let config = RpcConfig {
+        idle_timeout: Some(Duration::from_millis(300)),
+        ..RpcConfig::default()
+    };
+    let table = HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
+        Some(RemotingCommand::success())
+    });
+    let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", config, table)
+        .await
+        .expect("bind");
+    let addr = server.local_addr().to_string();
+    let client = RpcClient::new(TokioTransport, RpcConfig::default());
+    let connection = client.connection(&addr).await.expect("connect");
+    // Traffic every 100 ms keeps the connection open past the idle timeout.
+    for _ in 0..6 {
+        let resp = client
+            .invoke(&addr, RemotingCommand::request(1), Duration::from_secs(1))
+            .await
+            .expect("answered");
+        assert_eq!(resp.code, response_code::SUCCESS);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!connection.is_closed());
+    // Silence: the server closes it.
+    tokio::time::timeout(Duration::from_secs(2), connection.closed())
+        .await
+        .expect("closed by the server");
+    assert!(server.connections().is_empty());
+}
+
+#[tokio::test]
+async fn shut_down_client_fails_pending_and_refuses_new_calls() {
+    let table = HandlerTable::new()
+        .with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
+            Some(RemotingCommand::success())
+        })
+        .with(2, |_ctx: RequestContext, _req: RemotingCommand| async {
+            std::future::pending::<Option<RemotingCommand>>().await
+        });
+    let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", RpcConfig::default(), table)
+        .await
+        .expect("bind");
+    let addr = server.local_addr().to_string();
+    let client = RpcClient::new(TokioTransport, RpcConfig::default());
+    client
+        .invoke(&addr, RemotingCommand::request(1), Duration::from_secs(1))
+        .await
+        .expect("answered");
+    let pending = {
+        let client = client.clone();
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            client
+                .invoke(&addr, RemotingCommand::request(2), Duration::from_secs(30))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    client.shutdown();
+    let err = pending
+        .await
+        .expect("no panic")
+        .expect_err("pending call fails");
+    assert!(
+        matches!(err, sluice_net::Error::ConnectionClosed { .. }),
+        "{err}"
+    );
+    let err = client
+        .invoke(&addr, RemotingCommand::request(1), Duration::from_secs(1))
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, sluice_net::Error::Shutdown), "{err}");
+}
