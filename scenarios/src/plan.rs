@@ -59,6 +59,9 @@ pub struct Plan {
     pub faults: Vec<TimedFault>,
     /// Broker wall-clock skew (its `Clock` only; turmoil has no skew).
     pub broker_skew_ms: i64,
+    /// The broker's device lacks power-safe overwrite: at a power loss a
+    /// sector being rewritten may hold garbage.
+    pub garbage_sectors: bool,
 }
 
 fn workload(seed: u64) -> Workload {
@@ -81,14 +84,29 @@ impl Workload {
     }
 }
 
+fn push_crash(faults: &mut Vec<TimedFault>, at_ms: u64, power_loss: bool) {
+    faults.push(TimedFault {
+        at_ms,
+        fault: Fault::CrashBroker { power_loss },
+    });
+}
+
+fn push_restart(faults: &mut Vec<TimedFault>, at_ms: u64) {
+    faults.push(TimedFault {
+        at_ms,
+        fault: Fault::RestartBroker,
+    });
+}
+
 fn skew(seed: u64) -> i64 {
     substream(seed, Salt::Clock).random_range(-60_000..=60_000)
 }
 
 impl Plan {
     /// Scenario `broker_crash_torn_tail_sync_flush`: one or two crashes of
-    /// the broker with power loss while producers send, each followed by a
-    /// restart.
+    /// the broker while producers send — most with power loss, some a bare
+    /// process crash, some right after a restart (a crash during recovery)
+    /// — each followed by a restart.
     pub fn broker_crash(seed: u64) -> Self {
         let workload = workload(seed);
         let mut rng = substream(seed, Salt::Faults);
@@ -96,54 +114,72 @@ impl Plan {
         let window_ms = workload.expected_ms().max(40) / crashes;
         let mut at_ms = 0;
         let mut faults = Vec::new();
-        for _ in 0..crashes {
-            at_ms += rng.random_range(20..=window_ms);
-            faults.push(TimedFault {
-                at_ms,
-                fault: Fault::CrashBroker { power_loss: true },
-            });
+        for i in 0..crashes {
+            at_ms += if i > 0 && rng.random_bool(0.25) {
+                rng.random_range(1..=30)
+            } else {
+                rng.random_range(20..=window_ms)
+            };
+            push_crash(&mut faults, at_ms, rng.random_bool(0.75));
             at_ms += rng.random_range(50..=2_000);
-            faults.push(TimedFault {
-                at_ms,
-                fault: Fault::RestartBroker,
-            });
+            push_restart(&mut faults, at_ms);
         }
         Self {
             seed,
             workload,
             faults,
             broker_skew_ms: skew(seed),
+            garbage_sectors: false,
         }
     }
 
     /// Scenario `fsync_eio_fences_the_broker`: one sync fails mid-stream;
-    /// later the broker is crashed with power loss and restarted.
+    /// later the broker crashes with power loss and restarts.
     pub fn fsync_eio(seed: u64) -> Self {
+        Self::fsync_eio_with(seed, true)
+    }
+
+    /// Like [`Plan::fsync_eio`], but the first crash after the failed sync
+    /// is a bare process crash that keeps the page cache (whose failed
+    /// pages are clean yet never persisted); a power-loss crash follows
+    /// while producers still send.
+    pub fn fsync_eio_page_cache_survives(seed: u64) -> Self {
+        Self::fsync_eio_with(seed, false)
+    }
+
+    fn fsync_eio_with(seed: u64, power_loss: bool) -> Self {
         let workload = workload(seed);
         let mut rng = substream(seed, Salt::Faults);
-        let eio_ms = rng.random_range(20..=workload.expected_ms().max(40) / 2);
-        let crash_ms = eio_ms + rng.random_range(500..=1_500);
-        let restart_ms = crash_ms + rng.random_range(100..=1_000);
-        let faults = vec![
-            TimedFault {
-                at_ms: eio_ms,
-                fault: Fault::FailNextSync,
-            },
-            TimedFault {
-                at_ms: crash_ms,
-                fault: Fault::CrashBroker { power_loss: true },
-            },
-            TimedFault {
-                at_ms: restart_ms,
-                fault: Fault::RestartBroker,
-            },
-        ];
+        let mut at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 3);
+        let mut faults = vec![TimedFault {
+            at_ms,
+            fault: Fault::FailNextSync,
+        }];
+        at_ms += rng.random_range(100..=600);
+        push_crash(&mut faults, at_ms, power_loss);
+        at_ms += rng.random_range(50..=500);
+        push_restart(&mut faults, at_ms);
+        if !power_loss {
+            at_ms += rng.random_range(100..=800);
+            push_crash(&mut faults, at_ms, true);
+            at_ms += rng.random_range(50..=500);
+            push_restart(&mut faults, at_ms);
+        }
         Self {
             seed,
             workload,
             faults,
             broker_skew_ms: skew(seed),
+            garbage_sectors: false,
         }
+    }
+
+    /// The same plan on a broker device without power-safe overwrite: at a
+    /// power loss a sector being rewritten may come back as garbage.
+    #[must_use]
+    pub fn without_power_safe_overwrite(mut self) -> Self {
+        self.garbage_sectors = true;
+        self
     }
 
     /// The same plan with the producers skipping the flush wait (a mutant:

@@ -3,9 +3,11 @@
 //! sure the broker is up, drain every queue (the liveness phase), and judge
 //! the history with the oracle.
 
+use std::sync::{Mutex, PoisonError};
+
 use rand::Rng;
 use scenarios::{substream, Fault, Plan, Salt};
-use sluice_core::disk::{SimDisk, SimDiskStats};
+use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
 use crate::harness::{add_broker, add_namesrv, broker_config, builder, slow_syncs, BROKER};
@@ -30,6 +32,36 @@ pub struct RunReport {
     pub trace_hash: u64,
 }
 
+/// Serialises simulations within a process: tokio's task ids come from
+/// one process-global counter (see [`align_task_ids`]), so simulations
+/// running at once on two threads would perturb each other.
+static ONE_SIMULATION_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Task-id residue every run starts at (a multiple of tokio's shard count).
+const TASK_ID_PERIOD: u64 = 64;
+
+/// tokio's current-thread runtime keeps spawned tasks in 4 lists chosen by
+/// task id — a process-global counter — and drops them list by list when
+/// the runtime goes (a turmoil crash). That order decides which peer sees
+/// its connection close first, so without this a seed's trace depended on
+/// the runs before it in the process (found by the determinism test).
+/// Burns task ids until the next one is a multiple of [`TASK_ID_PERIOD`].
+fn align_task_ids() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("invariant: a bare current-thread runtime builds");
+    rt.block_on(async {
+        loop {
+            let task = tokio::spawn(async {});
+            let id: u64 = task.id().to_string().parse().unwrap_or(0);
+            let _ = task.await;
+            if id % TASK_ID_PERIOD == TASK_ID_PERIOD - 1 {
+                return;
+            }
+        }
+    });
+}
+
 /// Runs `plan` against a broker in `flush_mode` and checks the history.
 /// `Err` when the simulation itself fails (a host returned an error or
 /// panicked, or the time budget ran out).
@@ -38,8 +70,19 @@ pub fn run_plan(
     flush_mode: FlushMode,
     oracle: OracleConfig,
 ) -> Result<RunReport, String> {
+    // A panic in another run only poisons the lock; the guarded state is ().
+    let _one = ONE_SIMULATION_AT_A_TIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    align_task_ids();
     let history = History::default();
-    let disk = SimDisk::new(substream(plan.seed, Salt::Disk).random());
+    let disk = SimDisk::with_config(
+        substream(plan.seed, Salt::Disk).random(),
+        SimDiskConfig {
+            garbage_sectors: plan.garbage_sectors,
+            ..SimDiskConfig::default()
+        },
+    );
     slow_syncs(&disk);
     let mut sim = builder(plan.seed).build();
     add_namesrv(&mut sim);

@@ -1,7 +1,8 @@
 //! Scenario `broker_crash_torn_tail_sync_flush`: a `SYNC_FLUSH` broker is
-//! crashed with power loss (dirty pages persisted, lost or torn) while
-//! producers send, then restarted; after a full drain nothing acknowledged
-//! is missing or moved.
+//! crashed while producers send — mostly with power loss (dirty pages
+//! persisted, lost or torn per sector), sometimes a bare
+//! process crash or a crash during recovery — then restarted; after a full
+//! drain nothing acknowledged is missing or moved.
 
 use scenarios::Plan;
 use sim::oracle::OracleConfig;
@@ -9,11 +10,13 @@ use sim::run::run_plan;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
-const SEEDS: &[u64] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+const SEEDS: &[u64] = &[
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+];
 
 #[test]
 fn acknowledged_messages_survive_power_loss_with_torn_tail() {
-    let mut torn_or_lost_pages = 0;
+    let mut pages = [0; 2];
     let mut acked = 0;
     for_each_seed(
         "broker_crash_torn_tail_sync_flush",
@@ -29,18 +32,46 @@ fn acknowledged_messages_survive_power_loss_with_torn_tail() {
                 },
             )
             .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            torn_or_lost_pages += report.disk.pages_torn + report.disk.pages_lost;
+            pages[0] += report.disk.pages_torn;
+            pages[1] += report.disk.pages_lost;
             acked += report.verdict.summary.acked;
-            if report.disk.power_losses == 0 {
-                return Err(report.describe("no power loss happened"));
-            }
             report.failure().map_or(Ok(()), Err)
         },
     );
     // The scenario must exercise what it claims to (checked over the list).
     assert!(acked > 0, "no send was ever acknowledged");
+    let [torn, lost] = pages;
     assert!(
-        torn_or_lost_pages > 0,
-        "no crash ever tore or lost a dirty page"
+        torn > 0 && lost > 0,
+        "a crash outcome never happened: torn {torn}, lost {lost} pages"
+    );
+}
+
+/// Seeds known to lose acknowledged messages on a device without power-safe
+/// overwrite (see the test's ignore reason).
+const GARBAGE_SECTOR_SEEDS: &[u64] = &[49, 137, 146, 176];
+
+#[test]
+#[ignore = "known store bug: a group commit does not pad to a sector boundary, so a \
+            garbage sector shared by synced and unsynced bytes destroys acknowledged \
+            records (seeds 49, 137, 146, 176 of 0..300)"]
+fn acknowledged_messages_survive_power_loss_without_power_safe_overwrite() {
+    for_each_seed(
+        "broker_crash_torn_tail_sync_flush",
+        "acknowledged_messages_survive_power_loss_without_power_safe_overwrite",
+        GARBAGE_SECTOR_SEEDS,
+        |seed| {
+            let plan = Plan::broker_crash(seed).without_power_safe_overwrite();
+            run_plan(
+                &plan,
+                FlushMode::Sync,
+                OracleConfig {
+                    acked_must_survive: true,
+                },
+            )
+            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?
+            .failure()
+            .map_or(Ok(()), Err)
+        },
     );
 }
