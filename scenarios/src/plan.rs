@@ -21,6 +21,9 @@ pub struct Workload {
     /// Sets the `WAIT` property: `false` makes a `SYNC_FLUSH` broker answer
     /// before the sync (the "skip the flush wait" mutant).
     pub wait_for_flush: bool,
+    /// Times a producer re-sends the same id after a send that was not
+    /// acknowledged (0: every send is tried once).
+    pub retries_max: u32,
 }
 
 /// One injected fault.
@@ -37,6 +40,15 @@ pub enum Fault {
     /// The broker disk's next segment sync fails with EIO (fsyncgate
     /// semantics: the pages are marked clean but not persisted).
     FailNextSync,
+    /// Hold every message between the broker and the producers (delivered
+    /// late, at the release).
+    HoldProducers,
+    /// Deliver what was held.
+    ReleaseProducers,
+    /// Drop every message between the broker and the producers.
+    PartitionProducers,
+    /// Heal that partition.
+    RepairProducers,
 }
 
 /// A fault at a simulated time.
@@ -72,6 +84,7 @@ fn workload(seed: u64) -> Workload {
         queues: rng.random_range(1..=4),
         send_gap_ms_max: rng.random_range(0..=40),
         wait_for_flush: true,
+        retries_max: 0,
     }
 }
 
@@ -164,6 +177,36 @@ impl Plan {
             push_crash(&mut faults, at_ms, true);
             at_ms += rng.random_range(50..=500);
             push_restart(&mut faults, at_ms);
+        }
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+        }
+    }
+
+    /// Scenario `producer_retry_indeterminate`: the broker's links to the
+    /// producers are held past the request timeout and then released (so
+    /// requests the producers gave up on are stored late), sometimes then
+    /// partitioned and healed; producers re-send the same id after every
+    /// unacknowledged attempt.
+    pub fn producer_retry(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.retries_max = 3;
+        let mut rng = substream(seed, Salt::Faults);
+        let mut at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 2);
+        let mut faults = Vec::new();
+        let mut push = |at_ms: u64, fault: Fault| faults.push(TimedFault { at_ms, fault });
+        push(at_ms, Fault::HoldProducers);
+        at_ms += rng.random_range(2_100..=4_000);
+        push(at_ms, Fault::ReleaseProducers);
+        if rng.random_bool(0.5) {
+            at_ms += rng.random_range(50..=500);
+            push(at_ms, Fault::PartitionProducers);
+            at_ms += rng.random_range(100..=3_000);
+            push(at_ms, Fault::RepairProducers);
         }
         Self {
             seed,

@@ -109,9 +109,14 @@ enum Outcome {
     Info,
 }
 
+/// One message id: a producer may send it several times (retries).
 struct Send {
     producer: u32,
+    /// The last attempt's outcome (a producer stops retrying once acked).
     outcome: Outcome,
+    /// Some attempt's outcome was unknown: the id may be stored more than
+    /// once, or be stored although a later attempt definitely failed.
+    maybe_stored: bool,
 }
 
 /// Counts that describe a run (reported, never judged).
@@ -129,6 +134,8 @@ pub struct Summary {
     pub recovered: usize,
     /// Distinct messages read.
     pub read: usize,
+    /// Messages read at more than one position.
+    pub duplicated: usize,
 }
 
 /// The oracle's verdict.
@@ -157,9 +164,12 @@ pub fn check(events: &[Event], config: OracleConfig) -> Verdict {
         indeterminate: count(&sends, |o| o == Outcome::Info),
         recovered: sends
             .iter()
-            .filter(|(id, s)| s.outcome == Outcome::Info && reads.contains_key(*id))
+            .filter(|(id, s)| {
+                s.maybe_stored && !matches!(s.outcome, Outcome::Ok(..)) && reads.contains_key(*id)
+            })
             .count(),
         read: reads.len(),
+        duplicated: reads.values().filter(|at| at.len() > 1).count(),
     };
     Verdict {
         violations,
@@ -178,13 +188,12 @@ fn sends(events: &[Event]) -> (BTreeMap<MessageId, Send>, Vec<MessageId>) {
     for e in events {
         match e {
             Event::SendInvoke { producer, id, .. } => {
-                sends.insert(
-                    id.clone(),
-                    Send {
-                        producer: *producer,
-                        outcome: Outcome::Pending,
-                    },
-                );
+                let send = sends.entry(id.clone()).or_insert(Send {
+                    producer: *producer,
+                    outcome: Outcome::Pending,
+                    maybe_stored: false,
+                });
+                send.outcome = Outcome::Pending;
             }
             Event::SendOk {
                 id,
@@ -207,6 +216,7 @@ fn sends(events: &[Event]) -> (BTreeMap<MessageId, Send>, Vec<MessageId>) {
 fn set(sends: &mut BTreeMap<MessageId, Send>, id: &str, outcome: Outcome) {
     if let Some(s) = sends.get_mut(id) {
         s.outcome = outcome;
+        s.maybe_stored |= outcome == Outcome::Info;
     }
 }
 
@@ -261,21 +271,26 @@ fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads) -> Vec<Violatio
             .iter()
             .next()
             .expect("invariant: every read id has a position");
-        match sends.get(id).map(|s| s.outcome) {
-            None => out.push(Violation::NeverSent {
+        let Some(send) = sends.get(id) else {
+            out.push(Violation::NeverSent {
                 id: id.clone(),
                 at: first,
-            }),
-            Some(Outcome::Fail) => out.push(Violation::FailedSendVisible {
+            });
+            continue;
+        };
+        if send.maybe_stored {
+            continue;
+        }
+        if send.outcome == Outcome::Fail {
+            out.push(Violation::FailedSendVisible {
                 id: id.clone(),
                 at: first,
-            }),
-            Some(Outcome::Info) => {}
-            Some(_) if at.len() > 1 => out.push(Violation::Duplicate {
+            });
+        } else if at.len() > 1 {
+            out.push(Violation::Duplicate {
                 id: id.clone(),
                 at: at.iter().copied().collect(),
-            }),
-            Some(_) => {}
+            });
         }
     }
     out

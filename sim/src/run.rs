@@ -94,7 +94,7 @@ pub fn run_plan(
     );
     for p in 0..plan.workload.producers {
         sim.client(
-            format!("producer{p}"),
+            producer_host(p),
             produce(plan.seed, p, plan.workload.clone(), history.clone()),
         );
     }
@@ -144,6 +144,10 @@ fn safety_phase(
                 }
                 Fault::RestartBroker => sim.bounce(BROKER),
                 Fault::FailNextSync => disk.fail_next_sync(),
+                Fault::HoldProducers => each_producer(plan, |p| sim.hold(BROKER, p)),
+                Fault::ReleaseProducers => each_producer(plan, |p| sim.release(BROKER, p)),
+                Fault::PartitionProducers => each_producer(plan, |p| sim.partition(BROKER, p)),
+                Fault::RepairProducers => each_producer(plan, |p| sim.repair(BROKER, p)),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -151,6 +155,17 @@ fn safety_phase(
         if producers_done && faults.peek().is_none() {
             return Ok(());
         }
+    }
+}
+
+/// Host name of producer `p`.
+fn producer_host(p: u32) -> String {
+    format!("producer{p}")
+}
+
+fn each_producer(plan: &Plan, mut f: impl FnMut(String)) {
+    for p in 0..plan.workload.producers {
+        f(producer_host(p));
     }
 }
 

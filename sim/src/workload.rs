@@ -23,7 +23,8 @@ const DRAIN_ATTEMPTS_MAX: u32 = 60;
 const DRAIN_BACKOFF: Duration = Duration::from_millis(250);
 
 /// Producer `producer`: sends `messages_per_producer` fresh ids one at a
-/// time, each to queue `(producer + k) % queues`, pausing a seeded while.
+/// time, each to queue `(producer + k) % queues`, re-sending an id that was
+/// not acknowledged up to `retries_max` times, pausing a seeded while.
 pub async fn produce(
     seed: u64,
     producer: u32,
@@ -36,28 +37,32 @@ pub async fn produce(
     for k in 0..workload.messages_per_producer {
         let id = format!("p{producer}-{k}");
         let queue = i32::try_from((producer + k) % queues.unsigned_abs()).unwrap_or(0);
-        history.record(Event::SendInvoke {
-            producer,
-            id: id.clone(),
-            queue,
-        });
-        let outcome = client
-            .send(&id, queue, queues, workload.wait_for_flush)
-            .await;
-        let failed = !matches!(outcome, SendOutcome::Ok { .. });
-        history.record(match outcome {
-            SendOutcome::Ok {
+        for _attempt in 0..=workload.retries_max {
+            history.record(Event::SendInvoke {
+                producer,
+                id: id.clone(),
                 queue,
-                queue_offset,
-            } => Event::SendOk {
-                id,
-                queue,
-                queue_offset,
-            },
-            SendOutcome::Fail(reason) => Event::SendFail { id, reason },
-            SendOutcome::Info(reason) => Event::SendInfo { id, reason },
-        });
-        if failed {
+            });
+            let outcome = client
+                .send(&id, queue, queues, workload.wait_for_flush)
+                .await;
+            let acked = matches!(outcome, SendOutcome::Ok { .. });
+            let id = id.clone();
+            history.record(match outcome {
+                SendOutcome::Ok {
+                    queue,
+                    queue_offset,
+                } => Event::SendOk {
+                    id,
+                    queue,
+                    queue_offset,
+                },
+                SendOutcome::Fail(reason) => Event::SendFail { id, reason },
+                SendOutcome::Info(reason) => Event::SendInfo { id, reason },
+            });
+            if acked {
+                break;
+            }
             tokio::time::sleep(FAIL_BACKOFF).await;
         }
         let gap_ms = rng.random_range(0..=workload.send_gap_ms_max);

@@ -79,6 +79,7 @@ fn valid_history_passes_and_is_summarised() {
             indeterminate: 1,
             recovered: 1,
             read: 3,
+            duplicated: 0,
         }
     );
 }
@@ -290,5 +291,58 @@ fn acks_sent_after_the_fence_was_seen_are_reported() {
     assert_eq!(
         acks_after_fence(&entries[2..], fenced, 100),
         Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_retried_indeterminate_send_may_be_stored_twice_but_its_ack_must_survive() {
+    let retried = vec![
+        invoke(0, "a", 0),
+        info("a"),
+        invoke(0, "a", 0),
+        ok("a", 0, 1),
+        poll(0, &[(0, "a"), (1, "a")]),
+    ];
+    assert_eq!(violations(&retried), vec![]);
+    let lost = vec![
+        invoke(0, "a", 0),
+        info("a"),
+        invoke(0, "a", 0),
+        ok("a", 0, 1),
+        poll(0, &[(0, "a")]),
+    ];
+    assert_eq!(
+        violations(&lost),
+        vec![Violation::MovedAck {
+            id: "a".into(),
+            acked: (0, 1),
+            seen: vec![(0, 0)]
+        }]
+    );
+    let timed_out_then_refused = vec![
+        invoke(0, "a", 0),
+        info("a"),
+        invoke(0, "a", 0),
+        fail("a"),
+        poll(0, &[(0, "a")]),
+    ];
+    assert_eq!(
+        violations(&timed_out_then_refused),
+        vec![],
+        "the first attempt may have been stored"
+    );
+    let retried_without_cause = vec![
+        invoke(0, "a", 0),
+        fail("a"),
+        invoke(0, "a", 0),
+        ok("a", 0, 0),
+        poll(0, &[(0, "a"), (1, "a")]),
+    ];
+    assert_eq!(
+        violations(&retried_without_cause),
+        vec![Violation::Duplicate {
+            id: "a".into(),
+            at: vec![(0, 0), (0, 1)]
+        }]
     );
 }
