@@ -1,25 +1,27 @@
 //! Mutants: the broker broken on purpose must fail the oracle within a
 //! bounded number of seeds, or the oracle (or the scenario) is too weak.
 //!
-//! "Skip the flush wait": producers set `WAIT=false`, so the `SYNC_FLUSH`
-//! broker acknowledges from the page cache before the sync — exactly the
-//! ack-before-sync bug — while the oracle still demands `SYNC_FLUSH` safety.
+//! - "Skip the flush wait": producers set `WAIT=false`, so the `SYNC_FLUSH`
+//!   broker acknowledges from the page cache before the sync — exactly the
+//!   ack-before-sync bug — while the oracle still demands `SYNC_FLUSH` safety.
+//! - `ASYNC_FLUSH` acknowledges from the page cache by design; judged by
+//!   the `SYNC_FLUSH` promise, crashes must show the loss.
 
 use scenarios::Plan;
 use sim::oracle::{OracleConfig, Violation};
 use sim::run::run_plan;
 use sluice_core::FlushMode;
 
-/// The mutant must be caught within this many seeds.
+/// Each mutant must be caught within this many seeds.
 const SEEDS_MAX: u64 = 8;
 
-#[test]
-fn oracle_catches_acknowledgement_before_sync() {
-    let caught = (0..SEEDS_MAX).find(|&seed| {
-        let plan = Plan::broker_crash(seed).without_flush_wait();
+/// The first seed whose broker-crash run, built by `plan`, loses or moves
+/// an acknowledged message under `flush_mode`.
+fn first_catching_seed(plan: impl Fn(u64) -> Plan, flush_mode: FlushMode) -> Option<u64> {
+    (0..SEEDS_MAX).find(|&seed| {
         let report = run_plan(
-            &plan,
-            FlushMode::Sync,
+            &plan(seed),
+            flush_mode,
             OracleConfig {
                 acked_must_survive: true,
             },
@@ -33,9 +35,35 @@ fn oracle_catches_acknowledgement_before_sync() {
                     | Violation::InconsistentOffset { .. }
             )
         })
-    });
+    })
+}
+
+#[test]
+fn oracle_catches_acknowledgement_before_sync() {
+    let caught = first_catching_seed(
+        |seed| Plan::broker_crash(seed).without_flush_wait(),
+        FlushMode::Sync,
+    );
     assert!(
         caught.is_some(),
         "ack-before-sync survived {SEEDS_MAX} seeds of broker crashes"
+    );
+}
+
+#[test]
+fn oracle_catches_async_flush_losing_acknowledged_messages() {
+    let caught = first_catching_seed(Plan::broker_crash, FlushMode::Async);
+    assert!(
+        caught.is_some(),
+        "ASYNC_FLUSH never lost an acknowledged message in {SEEDS_MAX} seeds of crashes"
+    );
+}
+
+#[test]
+fn the_unbroken_broker_is_not_flagged_on_the_same_seeds() {
+    assert_eq!(
+        first_catching_seed(Plan::broker_crash, FlushMode::Sync),
+        None,
+        "the oracle flags a correct SYNC_FLUSH broker"
     );
 }
