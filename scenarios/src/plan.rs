@@ -24,6 +24,8 @@ pub struct Workload {
     /// Times a producer re-sends the same id after a send that was not
     /// acknowledged (0: every send is tried once).
     pub retries_max: u32,
+    /// One long-polling consumer per queue reads while producers send.
+    pub long_poll_consumers: bool,
 }
 
 /// One injected fault.
@@ -49,6 +51,10 @@ pub enum Fault {
     PartitionProducers,
     /// Heal that partition.
     RepairProducers,
+    /// Drop every message between the broker and the consumers.
+    PartitionConsumers,
+    /// Heal that partition.
+    RepairConsumers,
 }
 
 /// A fault at a simulated time.
@@ -85,6 +91,7 @@ fn workload(seed: u64) -> Workload {
         send_gap_ms_max: rng.random_range(0..=40),
         wait_for_flush: true,
         retries_max: 0,
+        long_poll_consumers: false,
     }
 }
 
@@ -212,6 +219,33 @@ impl Plan {
             seed,
             workload,
             faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+        }
+    }
+
+    /// Scenario `long_poll_across_partition`: long-polling consumers (one
+    /// per queue) are cut off from the broker while producers send, then
+    /// healed; every message must still reach them promptly.
+    pub fn long_poll_partition(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.long_poll_consumers = true;
+        let mut rng = substream(seed, Salt::Faults);
+        let start_ms = rng.random_range(20..=workload.expected_ms().max(60) / 2);
+        let end_ms = start_ms + rng.random_range(300..=3_000);
+        Self {
+            seed,
+            workload,
+            faults: vec![
+                TimedFault {
+                    at_ms: start_ms,
+                    fault: Fault::PartitionConsumers,
+                },
+                TimedFault {
+                    at_ms: end_ms,
+                    fault: Fault::RepairConsumers,
+                },
+            ],
             broker_skew_ms: skew(seed),
             garbage_sectors: false,
         }

@@ -53,6 +53,13 @@ pub enum Event {
         /// What it returned, in order.
         records: Vec<(u64, MessageId)>,
     },
+    /// A long-polling consumer received these `(queue_offset, id)` records.
+    Delivered {
+        /// The queue read.
+        queue: i32,
+        /// What it returned, in order.
+        records: Vec<(u64, MessageId)>,
+    },
     /// The final drain could not read `queue` to its end.
     DrainIncomplete {
         /// The queue.

@@ -5,7 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::history::{Entry, Event, MessageId};
+use crate::history::{Event, MessageId};
+
+mod timing;
+pub use timing::{acks_after_fence, late_deliveries, WakeupBounds};
 
 /// What the oracle may assume about the broker under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,7 +234,7 @@ fn reads(events: &[Event]) -> (Positions, Reads, Vec<Violation>) {
     let mut violations = Vec::new();
     for e in events {
         match e {
-            Event::Poll { queue, records } => {
+            Event::Poll { queue, records } | Event::Delivered { queue, records } => {
                 for (offset, id) in records {
                     let key = (*queue, *offset);
                     match positions.get(&key) {
@@ -371,34 +374,6 @@ fn check_fifo(sends: &BTreeMap<MessageId, Send>, ack_order: &[MessageId]) -> Vec
         last.insert((s.producer, queue), (offset, id));
     }
     out
-}
-
-/// Messages acknowledged although they were sent after the client had seen
-/// the broker fenced (an event matching `fenced`) and before `until_ms`
-/// (the end of that process life). A fenced store must refuse every put.
-pub fn acks_after_fence(
-    entries: &[Entry],
-    fenced: impl Fn(&Event) -> bool,
-    until_ms: u64,
-) -> Vec<MessageId> {
-    let Some(start) = entries.iter().position(|e| fenced(&e.event)) else {
-        return Vec::new();
-    };
-    let invoked_while_fenced: BTreeSet<&MessageId> = entries[start..]
-        .iter()
-        .filter(|e| e.at_ms < until_ms)
-        .filter_map(|e| match &e.event {
-            Event::SendInvoke { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect();
-    entries[start..]
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::SendOk { id, .. } if invoked_while_fenced.contains(id) => Some(id.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use sluice_core::message::{keys, Properties, StoredRecord};
 use sluice_net::header::{
     PullMessageRequestHeader, PullMessageResponseHeader, SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
+    SendMessageResponseHeader, PULL_FLAG_SUSPEND,
 };
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{Error as NetError, RemotingCommand, RpcClient, RpcConfig, TurmoilTransport};
@@ -116,24 +116,27 @@ impl Protocol {
         }
     }
 
-    /// Reads `queue` from `offset` without long polling.
-    pub async fn pull(&self, queue: i32, offset: u64) -> PullOutcome {
+    /// Reads `queue` from `offset`; with `hold`, the broker may park the
+    /// pull that long waiting for a message (long polling).
+    pub async fn pull(&self, queue: i32, offset: u64, hold: Option<Duration>) -> PullOutcome {
+        let hold_ms = hold.map_or(0, |h| i64::try_from(h.as_millis()).unwrap_or(i64::MAX));
         let header = PullMessageRequestHeader {
             consumer_group: "sim-drain".to_owned(),
             topic: self.topic.clone(),
             queue_id: queue,
             queue_offset: i64::try_from(offset).unwrap_or(i64::MAX),
             max_msg_nums: PULL_BATCH_MAX,
-            sys_flag: 0,
+            sys_flag: if hold_ms > 0 { PULL_FLAG_SUSPEND } else { 0 },
             commit_offset: 0,
-            suspend_timeout_millis: 0,
+            suspend_timeout_millis: hold_ms,
             subscription: Some("*".to_owned()),
             sub_version: 0,
             expression_type: Some("TAG".to_owned()),
             max_msg_bytes: None,
         };
         let request = RemotingCommand::request_with_header(request_code::PULL_MESSAGE, &header);
-        let response = match self.rpc.invoke(&self.broker, request, self.timeout).await {
+        let timeout = self.timeout + hold.unwrap_or_default();
+        let response = match self.rpc.invoke(&self.broker, request, timeout).await {
             Ok(r) => r,
             Err(e) => return PullOutcome::Retry(e.to_string()),
         };

@@ -3,6 +3,8 @@
 //! sure the broker is up, drain every queue (the liveness phase), and judge
 //! the history with the oracle.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::{Mutex, PoisonError};
 
 use rand::Rng;
@@ -13,7 +15,7 @@ use sluice_core::FlushMode;
 use crate::harness::{add_broker, add_namesrv, broker_config, builder, slow_syncs, BROKER};
 use crate::history::{trace_hash, Entry, Event, History};
 use crate::oracle::{check, OracleConfig, Verdict};
-use crate::workload::{drain, produce};
+use crate::workload::{drain, long_poll, produce};
 
 /// Everything a run produced.
 #[derive(Debug)]
@@ -92,11 +94,27 @@ pub fn run_plan(
         &broker_config(flush_mode),
         plan.broker_skew_ms,
     );
+    let finished = Rc::new(Cell::new(0));
     for p in 0..plan.workload.producers {
-        sim.client(
-            producer_host(p),
-            produce(plan.seed, p, plan.workload.clone(), history.clone()),
+        let producer = produce(
+            plan.seed,
+            p,
+            plan.workload.clone(),
+            history.clone(),
+            Rc::clone(&finished),
         );
+        sim.client(producer_host(p), producer);
+    }
+    if plan.workload.long_poll_consumers {
+        for q in 0..plan.workload.queues {
+            let consumer = long_poll(
+                q,
+                plan.workload.producers,
+                Rc::clone(&finished),
+                history.clone(),
+            );
+            sim.client(consumer_host(q), consumer);
+        }
     }
     safety_phase(&mut sim, plan, &disk, &history)?;
     if !sim.is_host_running(BROKER) {
@@ -148,6 +166,8 @@ fn safety_phase(
                 Fault::ReleaseProducers => each_producer(plan, |p| sim.release(BROKER, p)),
                 Fault::PartitionProducers => each_producer(plan, |p| sim.partition(BROKER, p)),
                 Fault::RepairProducers => each_producer(plan, |p| sim.repair(BROKER, p)),
+                Fault::PartitionConsumers => each_consumer(plan, |c| sim.partition(BROKER, c)),
+                Fault::RepairConsumers => each_consumer(plan, |c| sim.repair(BROKER, c)),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -166,6 +186,19 @@ fn producer_host(p: u32) -> String {
 fn each_producer(plan: &Plan, mut f: impl FnMut(String)) {
     for p in 0..plan.workload.producers {
         f(producer_host(p));
+    }
+}
+
+/// Host name of the consumer of queue `q`.
+fn consumer_host(q: i32) -> String {
+    format!("consumer{q}")
+}
+
+fn each_consumer(plan: &Plan, mut f: impl FnMut(String)) {
+    if plan.workload.long_poll_consumers {
+        for q in 0..plan.workload.queues {
+            f(consumer_host(q));
+        }
     }
 }
 

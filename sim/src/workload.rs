@@ -2,6 +2,8 @@
 //! its outcome, and the final drain that reads every queue from offset 0
 //! to its end. Both run as turmoil clients and write to one `History`.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use rand::Rng;
@@ -14,13 +16,19 @@ use crate::protocol::{Protocol, PullOutcome, SendOutcome};
 /// The topic every scenario writes.
 pub const TOPIC: &str = "SimTopic";
 /// Request timeout of the workload clients.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(REQUEST_TIMEOUT_MS);
 /// Pause after a failed send, so a down broker is not hammered.
 const FAIL_BACKOFF: Duration = Duration::from_millis(50);
 /// Failed pulls of one queue before the drain gives up (a liveness failure).
 const DRAIN_ATTEMPTS_MAX: u32 = 60;
 /// Pause between failed pulls.
 const DRAIN_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest a consumer's pull is held by the broker.
+pub const LONG_POLL_HOLD: Duration = Duration::from_secs(3);
+/// Pause after a failed long poll.
+const POLL_BACKOFF: Duration = Duration::from_millis(100);
+/// Request timeout of every workload client (a long poll adds its hold).
+pub const REQUEST_TIMEOUT_MS: u64 = 2_000;
 
 /// Producer `producer`: sends `messages_per_producer` fresh ids one at a
 /// time, each to queue `(producer + k) % queues`, re-sending an id that was
@@ -30,6 +38,7 @@ pub async fn produce(
     producer: u32,
     workload: Workload,
     history: History,
+    finished: Rc<Cell<u32>>,
 ) -> turmoil::Result {
     let client = Protocol::new(BROKER_ADDR, TOPIC, REQUEST_TIMEOUT);
     let mut rng = substream(seed ^ u64::from(producer).rotate_left(32), Salt::Producer);
@@ -68,7 +77,42 @@ pub async fn produce(
         let gap_ms = rng.random_range(0..=workload.send_gap_ms_max);
         tokio::time::sleep(Duration::from_millis(gap_ms)).await;
     }
+    finished.set(finished.get() + 1);
     Ok(())
+}
+
+/// A long-polling consumer of `queue` from offset 0: each pull may be held
+/// [`LONG_POLL_HOLD`] by the broker. Stops once all `producers` finished
+/// and a pull started after that found nothing new.
+pub async fn long_poll(
+    queue: i32,
+    producers: u32,
+    finished: Rc<Cell<u32>>,
+    history: History,
+) -> turmoil::Result {
+    let client = Protocol::new(BROKER_ADDR, TOPIC, REQUEST_TIMEOUT);
+    let mut offset = 0;
+    let mut failures_after_end = 0;
+    loop {
+        let producers_done = finished.get() >= producers;
+        match client.pull(queue, offset, Some(LONG_POLL_HOLD)).await {
+            PullOutcome::Found { records, next } => {
+                history.record(Event::Delivered { queue, records });
+                offset = next;
+            }
+            PullOutcome::End if producers_done => return Ok(()),
+            PullOutcome::End => {}
+            PullOutcome::Retry(_) => {
+                if producers_done {
+                    failures_after_end += 1;
+                    if failures_after_end >= DRAIN_ATTEMPTS_MAX {
+                        return Ok(());
+                    }
+                }
+                tokio::time::sleep(POLL_BACKOFF).await;
+            }
+        }
+    }
 }
 
 /// Reads every queue from offset 0 until the broker reports its end,
@@ -79,7 +123,7 @@ pub async fn drain(queues: i32, history: History) -> turmoil::Result {
         let mut offset = 0;
         let mut failures = 0;
         loop {
-            match client.pull(queue, offset).await {
+            match client.pull(queue, offset, None).await {
                 PullOutcome::Found { records, next } => {
                     history.record(Event::Poll { queue, records });
                     offset = next;

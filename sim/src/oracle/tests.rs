@@ -2,6 +2,7 @@
 //! bad history trips exactly the check meant for it.
 
 use super::*;
+use crate::history::Entry;
 
 const SURVIVE: OracleConfig = OracleConfig {
     acked_must_survive: true,
@@ -344,5 +345,42 @@ fn a_retried_indeterminate_send_may_be_stored_twice_but_its_ack_must_survive() {
             id: "a".into(),
             at: vec![(0, 0), (0, 1)]
         }]
+    );
+}
+
+fn delivered(queue: i32, records: &[(u64, &str)]) -> Event {
+    Event::Delivered {
+        queue,
+        records: records
+            .iter()
+            .map(|(o, id)| (*o, (*id).to_owned()))
+            .collect(),
+    }
+}
+
+#[test]
+fn deliveries_past_the_bound_or_missing_are_late() {
+    let bounds = WakeupBounds {
+        delivery_ms_max: 100,
+        cut_ms: Some((1_000, 2_000)),
+        stall_ms_max: 1_500,
+    };
+    let entries = vec![
+        at(10, ok("prompt", 0, 0)),
+        at(20, delivered(0, &[(0, "prompt")])),
+        at(30, ok("slow", 0, 1)),
+        at(3_030, delivered(0, &[(1, "slow")])),
+        at(1_500, ok("cut", 0, 2)),
+        at(2_400, delivered(0, &[(2, "cut")])),
+        at(2_450, ok("stalled", 0, 3)),
+        at(2_590, delivered(0, &[(3, "stalled")])),
+        at(2_600, ok("never", 0, 4)),
+    ];
+    assert_eq!(
+        late_deliveries(&entries, bounds),
+        vec![
+            ("slow".to_owned(), 30, Some(3_030)),
+            ("never".to_owned(), 2_600, None)
+        ]
     );
 }
