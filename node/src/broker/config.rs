@@ -46,6 +46,13 @@ pub struct BrokerConfig {
     pub query_offset_zero_for_new_group: bool,
     /// Retries before a message goes to the DLQ (RocketMQ: 16).
     pub max_reconsume_times: i32,
+    /// Delay levels, `messageDelayLevel` style: durations with units
+    /// `s`/`m`/`h`/`d`, level 1 first (RocketMQ: the 18 levels of
+    /// [`DEFAULT_DELAY_LEVELS`](super::DEFAULT_DELAY_LEVELS)).
+    pub delay_levels: String,
+    /// An orderly-consumption queue lock not renewed this long is free
+    /// (RocketMQ: 60 s, `rocketmq.broker.rebalance.lockMaxLiveTime`).
+    pub lock_expiry_ms: u64,
     /// The store.
     pub store: StoreConfig,
 }
@@ -72,6 +79,8 @@ impl Default for BrokerConfig {
             sends_in_flight_max: 10_000,
             query_offset_zero_for_new_group: true,
             max_reconsume_times: 16,
+            delay_levels: super::DEFAULT_DELAY_LEVELS.to_owned(),
+            lock_expiry_ms: 60_000,
             store: StoreConfig {
                 root: "store".to_owned(),
                 flush_mode: FlushMode::Async,

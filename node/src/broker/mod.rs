@@ -6,17 +6,23 @@
 
 mod clients;
 mod config;
+mod delay_levels;
 pub mod handlers;
+mod locks;
 mod long_poll;
 mod offsets;
 mod register;
 pub mod response;
+mod schedule;
 mod topics;
 
 pub use clients::{Channel, ClientRegistry, ConsumerGroup};
 pub use config::BrokerConfig;
+pub use delay_levels::{DelayLevels, DEFAULT_DELAY_LEVELS, DELAY_LEVELS_MAX};
+pub use locks::LockTable;
 pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
+pub use schedule::{DelayProgress, DELAY_OFFSETS_FILE};
 pub use topics::{topic_config, TopicTable, DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE};
 
 use std::future::Future;
@@ -49,6 +55,10 @@ pub struct Broker<D: Disk, C: Clock> {
     store_host: RwLock<SocketAddr>,
     topics_changed: Notify,
     send_permits: Semaphore,
+    delay_levels: DelayLevels,
+    delay_progress: DelayProgress,
+    delay_persist: tokio::sync::Mutex<()>,
+    locks: LockTable,
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -74,6 +84,10 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         .map_err(|r| meta_err(TOPICS_FILE, r))?;
         let offsets = OffsetTable::load(read(OFFSETS_FILE)?.as_deref())
             .map_err(|r| meta_err(OFFSETS_FILE, r))?;
+        let delay_levels = DelayLevels::parse(&config.delay_levels)
+            .map_err(|r| Error::Config(format!("delay_levels: {r}")))?;
+        let delay_progress = DelayProgress::load(read(DELAY_OFFSETS_FILE)?.as_deref())
+            .map_err(|r| meta_err(DELAY_OFFSETS_FILE, r))?;
         let store = MessageStore::open(disk.clone(), clock.clone(), config.store.clone()).await?;
         let arrivals = Arc::new(ArrivalSignals::default());
         let signals = Arc::clone(&arrivals);
@@ -86,6 +100,10 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         Ok(Arc::new(Self {
             send_permits: Semaphore::new(config.sends_in_flight_max),
+            delay_levels,
+            delay_progress,
+            delay_persist: tokio::sync::Mutex::new(()),
+            locks: LockTable::new(Duration::from_millis(config.lock_expiry_ms)),
             config,
             disk,
             clock,
@@ -130,6 +148,29 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .store_host
             .read()
             .expect("invariant: lock not poisoned")
+    }
+
+    /// The delay levels in force.
+    pub fn delay_levels(&self) -> &DelayLevels {
+        &self.delay_levels
+    }
+
+    /// Delivery progress of the delay levels.
+    pub fn delay_progress(&self) -> &DelayProgress {
+        &self.delay_progress
+    }
+
+    /// Orderly-consumption queue locks.
+    pub fn locks(&self) -> &LockTable {
+        &self.locks
+    }
+
+    pub(crate) fn delay_persist_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.delay_persist
+    }
+
+    pub(crate) fn disk(&self) -> &D {
+        &self.disk
     }
 
     pub(crate) fn clock(&self) -> &C {
@@ -221,10 +262,13 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let duties = [
             tokio::spawn(register::run(Arc::clone(&self), transport.clone())),
             tokio::spawn(Arc::clone(&self).maintenance()),
+            tokio::spawn(schedule::run(Arc::clone(&self))),
         ];
         shutdown.await;
-        for d in &duties {
+        for d in duties {
             d.abort();
+            // Wait for the abort so no delayed delivery races the shutdown.
+            let _ = d.await;
         }
         server.shutdown(Duration::from_secs(3)).await;
         if let Some(v) = vip {
@@ -232,6 +276,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         }
         register::unregister(&self, &transport).await;
         self.persist_offsets().await;
+        self.persist_delay_offsets().await;
         self.store.shutdown().await?;
         tracing::info!("broker stopped cleanly");
         Ok(())

@@ -1,5 +1,6 @@
 //! `SEND_MESSAGE`, `SEND_MESSAGE_V2`, `SEND_BATCH_MESSAGE`: validate, resolve
-//! (or auto-create) the topic, route exhausted retries to the DLQ, store
+//! (or auto-create) the topic, route exhausted retries to the DLQ, divert
+//! delayed messages to the schedule topic (see `broker::schedule`), store
 //! with the requested durability (`WAIT`), and answer the fields clients
 //! need. Nothing is acknowledged that the store did not accept.
 
@@ -44,7 +45,8 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     let max_reconsume = h
         .max_reconsume_times
         .unwrap_or(b.config().max_reconsume_times);
-    if is_retry_topic(&topic) && reconsume_times >= max_reconsume {
+    let to_dlq = is_retry_topic(&topic) && reconsume_times >= max_reconsume;
+    if to_dlq {
         // Exhausted retries go to the group's dead-letter queue.
         let group = topic.trim_start_matches(sluice_core::message::topic::RETRY_GROUP_TOPIC_PREFIX);
         topic = dlq_topic(group);
@@ -103,18 +105,37 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             body: req.body.clone(),
             ..template
         };
-        match b.store().put(msg, wait).await {
-            Ok(a) => {
-                let id = offset_msg_id(
-                    b.store_host(),
-                    i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
-                );
-                let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
-                RemotingCommand::success()
-                    .with_header(&SendMessageResponseHeader::new(id, queue_id, q))
-            }
-            Err(e) => store_error_response(&e),
+        send_one(b, msg, !to_dlq, wait).await
+    }
+}
+
+/// Stores one message, first diverting it to the schedule topic when it
+/// asks for a delay and `may_delay` (dead letters are never delayed).
+async fn send_one<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    mut msg: MessageInput,
+    may_delay: bool,
+    wait: bool,
+) -> RemotingCommand {
+    let queue_id = msg.queue_id;
+    if may_delay {
+        if let Err(e) = b.divert_delayed(&mut msg).await {
+            return fail(
+                response_code::MESSAGE_ILLEGAL,
+                format!("[sluice] cannot delay message: {}", e.0),
+            );
         }
+    }
+    match b.store().put(msg, wait).await {
+        Ok(a) => {
+            let id = offset_msg_id(
+                b.store_host(),
+                i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
+            );
+            let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
+            RemotingCommand::success().with_header(&SendMessageResponseHeader::new(id, queue_id, q))
+        }
+        Err(e) => store_error_response(&e),
     }
 }
 
