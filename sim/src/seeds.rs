@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 /// The seeds to run: the environment's choice, else `defaults`.
-pub fn seeds(defaults: &[u64]) -> Vec<u64> {
+pub fn seeds(defaults: impl IntoIterator<Item = u64>) -> Vec<u64> {
     let env = |name: &str| {
         std::env::var(name)
             .ok()
@@ -17,7 +17,7 @@ pub fn seeds(defaults: &[u64]) -> Vec<u64> {
         (Some(first), Some(count)) => (first..first.saturating_add(count)).collect(),
         (Some(seed), None) => vec![seed],
         (None, Some(count)) => (0..count).collect(),
-        (None, None) => defaults.to_vec(),
+        (None, None) => defaults.into_iter().collect(),
     }
 }
 
@@ -33,7 +33,7 @@ pub fn replay_command(target: &str, name: &str, seed: u64) -> String {
 pub fn for_each_seed(
     target: &str,
     name: &str,
-    defaults: &[u64],
+    defaults: impl IntoIterator<Item = u64>,
     mut run: impl FnMut(u64) -> Result<(), String>,
 ) {
     let mut report = String::new();
@@ -70,7 +70,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "seed 3 failed: boom")]
     fn a_failing_seed_is_reported_with_its_replay_command() {
-        for_each_seed("t", "n", &[1, 3], |s| {
+        for_each_seed("t", "n", [1, 3], |s| {
             if s == 3 {
                 Err("boom".into())
             } else {

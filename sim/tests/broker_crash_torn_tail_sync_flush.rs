@@ -10,9 +10,7 @@ use sim::run::run_plan;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
-const SEEDS: &[u64] = &[
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-];
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=64;
 
 #[test]
 fn acknowledged_messages_survive_power_loss_with_torn_tail() {
@@ -21,7 +19,7 @@ fn acknowledged_messages_survive_power_loss_with_torn_tail() {
     for_each_seed(
         "broker_crash_torn_tail_sync_flush",
         "acknowledged_messages_survive_power_loss_with_torn_tail",
-        SEEDS,
+        SEEDS.clone(),
         |seed| {
             let plan = Plan::broker_crash(seed);
             let report = run_plan(
@@ -59,7 +57,7 @@ fn acknowledged_messages_survive_power_loss_without_power_safe_overwrite() {
     for_each_seed(
         "broker_crash_torn_tail_sync_flush",
         "acknowledged_messages_survive_power_loss_without_power_safe_overwrite",
-        GARBAGE_SECTOR_SEEDS,
+        GARBAGE_SECTOR_SEEDS.iter().copied(),
         |seed| {
             let plan = Plan::broker_crash(seed).without_power_safe_overwrite();
             run_plan(

@@ -10,9 +10,7 @@ use sim::run::{run_plan, RunReport};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
-const SEEDS: &[u64] = &[
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-];
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=64;
 /// Seeds where a restart that keeps the page cache resurrects never-synced
 /// pages (see the ignore reason).
 const PAGE_CACHE_SEEDS: &[u64] = &[3, 105, 135, 151, 239];
@@ -54,7 +52,7 @@ fn failed_sync_fences_the_broker_and_loses_nothing_acknowledged() {
     for_each_seed(
         "fsync_eio_fences_the_broker",
         "failed_sync_fences_the_broker_and_loses_nothing_acknowledged",
-        SEEDS,
+        SEEDS.clone(),
         |seed| {
             let report = run_fenced(&Plan::fsync_eio(seed))?;
             eio_fired += report.disk.eio_injected;
@@ -80,7 +78,7 @@ fn restart_after_failed_sync_does_not_trust_the_page_cache() {
     for_each_seed(
         "fsync_eio_fences_the_broker",
         "restart_after_failed_sync_does_not_trust_the_page_cache",
-        PAGE_CACHE_SEEDS,
+        PAGE_CACHE_SEEDS.iter().copied(),
         |seed| run_fenced(&Plan::fsync_eio_page_cache_survives(seed)).map(drop),
     );
 }

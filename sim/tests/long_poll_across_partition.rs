@@ -12,9 +12,7 @@ use sim::seeds::for_each_seed;
 use sim::workload::{LONG_POLL_HOLD, REQUEST_TIMEOUT_MS};
 use sluice_core::FlushMode;
 
-const SEEDS: &[u64] = &[
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-];
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=64;
 /// A connected consumer gets a new message this fast (a lost wake-up
 /// would take a whole hold).
 const DELIVERY_MS_MAX: u64 = 500;
@@ -34,7 +32,7 @@ fn long_polling_consumers_get_every_message_promptly_across_a_partition() {
     for_each_seed(
         "long_poll_across_partition",
         "long_polling_consumers_get_every_message_promptly_across_a_partition",
-        SEEDS,
+        SEEDS.clone(),
         |seed| {
             let plan = Plan::long_poll_partition(seed);
             let report = run_plan(

@@ -11,9 +11,7 @@ use sim::run::run_plan;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
-const SEEDS: &[u64] = &[
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-];
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=64;
 
 #[test]
 fn retried_sends_duplicate_only_after_an_indeterminate_attempt() {
@@ -22,7 +20,7 @@ fn retried_sends_duplicate_only_after_an_indeterminate_attempt() {
     for_each_seed(
         "producer_retry_indeterminate",
         "retried_sends_duplicate_only_after_an_indeterminate_attempt",
-        SEEDS,
+        SEEDS.clone(),
         |seed| {
             let plan = Plan::producer_retry(seed);
             let report = run_plan(
