@@ -163,6 +163,23 @@ impl<D: Disk> SegmentChain<D> {
         Ok(())
     }
 
+    /// Writes `[from, to)` again with its own contents, so every page of
+    /// the range is dirty and the next sync persists it whatever the
+    /// kernel thought of it before.
+    pub(crate) fn rewrite(&self, from: u64, to: u64) -> Result<()> {
+        let mut at = from;
+        while at < to {
+            let seg_end = self.segment_start(at) + self.segment_bytes;
+            let n = (to.min(seg_end) - at).min(ZERO_CHUNK_BYTES as u64);
+            let len = usize::try_from(n).expect("invariant: n <= ZERO_CHUNK_BYTES");
+            // Copy out first: never write to memory a live slice views.
+            let bytes = self.read(at, len)?.to_vec();
+            self.write(at, &bytes)?;
+            at += n;
+        }
+        Ok(())
+    }
+
     /// Zeroes `[offset, end of its segment)`, removes every later segment and
     /// syncs the zeroed range, so stale bytes can never be read back as data.
     pub(crate) async fn truncate(&self, offset: u64) -> Result<()> {

@@ -70,10 +70,6 @@ fn failed_sync_fences_the_broker_and_loses_nothing_acknowledged() {
 }
 
 #[test]
-#[ignore = "known store bug: after a failed sync and a process crash that keeps the page \
-            cache, recovery trusts pages that were marked clean but never persisted; a \
-            later power loss zeroes them mid-log and the broker refuses to start \
-            (corrupt data: zeroed bytes)"]
 fn restart_after_failed_sync_does_not_trust_the_page_cache() {
     for_each_seed(
         "fsync_eio_fences_the_broker",

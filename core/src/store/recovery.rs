@@ -252,9 +252,11 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     async fn resume_at(&mut self, start: u64, end: u64, last_ms: i64) -> Result<()> {
         self.log.chain().truncate(end).await?;
         // Records found after the safe point may sit only in the page cache
-        // (a process crash keeps it): make them durable before appending
-        // after them, or a later power loss could leave a hole under
-        // synced data.
+        // (a process crash keeps it) — even in pages the kernel believes
+        // clean after a failed fsync (fsyncgate). Rewrite them so they are
+        // dirty for sure, then sync: a later power loss must not leave a
+        // hole under records that are now trusted and acknowledged after.
+        self.log.chain().rewrite(start.min(end), end)?;
         self.log.chain().sync(start.min(end), end).await?;
         let mut queue_next: BTreeMap<String, BTreeMap<i32, u64>> = BTreeMap::new();
         for cq in self.queues.all() {
