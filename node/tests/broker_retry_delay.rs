@@ -10,10 +10,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use sluice_core::disk::MmapDisk;
 use sluice_core::message::topic::SCHEDULE_TOPIC;
-use sluice_core::message::{keys, Properties, StoredRecord};
+use sluice_core::message::{keys, offset_msg_id, Properties, StoredRecord};
 use sluice_core::{FlushMode, StoreConfig, SystemClock};
-use sluice_net::header::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
-use sluice_net::remoting::request_code;
+use sluice_net::body::{self, LockBatchRequestBody, LockBatchResponseBody, MessageQueue};
+use sluice_net::header::{
+    ConsumerSendMsgBackRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
+};
+use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, TokioTransport};
 use sluice_node::broker::{Broker, BrokerConfig};
 use support::Client;
@@ -202,5 +205,129 @@ async fn delay_above_the_highest_level_clamps_and_zero_means_now() {
         0
     );
     assert_eq!(c.drain("DelayZ", 0).await.len(), 1);
+    broker.shutdown().await;
+}
+
+async fn send_back(c: &Client, offset: i64, group: &str, delay_level: i32) -> RemotingCommand {
+    let h = ConsumerSendMsgBackRequestHeader {
+        offset,
+        group: group.to_owned(),
+        delay_level,
+        origin_msg_id: None,
+        origin_topic: None,
+        unit_mode: Some(false),
+        max_reconsume_times: None,
+    };
+    let cmd = RemotingCommand::request_with_header(request_code::CONSUMER_SEND_MSG_BACK, &h);
+    c.call(cmd, Duration::from_secs(5))
+        .await
+        .expect("send back")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sent_back_message_is_retried_after_its_delay_then_dead_lettered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = start(dir.path()).await;
+    let c = Client::new(&broker.addr);
+    assert_eq!(send_with(&c, "RetryT", b"fails", &[]).await, 0);
+    let original = c.drain("RetryT", 0).await;
+    assert_eq!(original.len(), 1);
+    let original = &original[0];
+
+    // First failure: level 0 means 3 + reconsumeTimes = 3 (the highest here, 3 s).
+    let r = send_back(&c, original.phys_offset, "g1", 0).await;
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    assert!(
+        c.drain("%RETRY%g1", 0).await.is_empty(),
+        "retried without delay"
+    );
+    let parked = c.drain(SCHEDULE_TOPIC, 2).await;
+    assert_eq!(parked.len(), 1, "waits in level 3's queue");
+    let retried = wait_for(&c, "%RETRY%g1", Duration::from_secs(8)).await;
+    assert_eq!(retried.len(), 1, "retried after the delay");
+    let retried = &retried[0];
+    assert!(retried.store_timestamp_ms >= parked[0].store_timestamp_ms + 3_000);
+    assert_eq!(retried.reconsume_times, 1);
+    assert_eq!(retried.body.as_ref(), b"fails");
+    assert_eq!(prop(retried, keys::RETRY_TOPIC).as_deref(), Some("RetryT"));
+    let origin_id = offset_msg_id(original.store_host, original.phys_offset);
+    assert_eq!(prop(retried, keys::ORIGIN_MESSAGE_ID), Some(origin_id));
+    assert!(c.drain("%DLQ%g1", 0).await.is_empty());
+
+    // Second failure reaches max_reconsume_times = 2: dead letter at once.
+    let r = send_back(&c, retried.phys_offset, "g1", 0).await;
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    let dead = c.drain("%DLQ%g1", 0).await;
+    assert_eq!(dead.len(), 1, "dead-lettered");
+    assert_eq!(dead[0].reconsume_times, 2);
+    assert_eq!(dead[0].body.as_ref(), b"fails");
+    assert_eq!(prop(&dead[0], keys::RETRY_TOPIC).as_deref(), Some("RetryT"));
+    assert_eq!(prop(&dead[0], keys::DELAY), None);
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert_eq!(c.drain("%RETRY%g1", 0).await.len(), 1, "retried again");
+    broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_back_of_an_unknown_offset_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = start(dir.path()).await;
+    let c = Client::new(&broker.addr);
+    let r = send_back(&c, 1 << 40, "g1", 0).await;
+    assert_eq!(r.code, response_code::SYSTEM_ERROR);
+    assert!(r
+        .remark
+        .as_deref()
+        .is_some_and(|m| m.contains("no message")));
+    broker.shutdown().await;
+}
+
+fn queue(queue_id: i32) -> MessageQueue {
+    MessageQueue {
+        topic: "OrderT".into(),
+        broker_name: "broker-a".into(),
+        queue_id,
+    }
+}
+
+async fn lock_call(c: &Client, code: i32, client_id: &str, ids: &[i32]) -> Vec<i32> {
+    let request = LockBatchRequestBody {
+        consumer_group: "og".into(),
+        client_id: client_id.into(),
+        only_this_broker: true,
+        mq_set: ids.iter().copied().map(queue).collect(),
+    };
+    let json = body::encode(&request, "LockBatchRequestBody").expect("encode");
+    let cmd = RemotingCommand::request(code).with_body(Bytes::from(json));
+    let r = c
+        .call(cmd, Duration::from_secs(5))
+        .await
+        .expect("lock call");
+    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+    if code == request_code::UNLOCK_BATCH_MQ {
+        return Vec::new();
+    }
+    let answer: LockBatchResponseBody =
+        body::decode(&r.body, "LockBatchResponseBody").expect("decode");
+    let mut got: Vec<i32> = answer.lock_ok_mq_set.iter().map(|q| q.queue_id).collect();
+    got.sort_unstable();
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_locks_are_exclusive_and_expire() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = start(dir.path()).await;
+    let c = Client::new(&broker.addr);
+    let lock = request_code::LOCK_BATCH_MQ;
+    assert_eq!(lock_call(&c, lock, "c1", &[0, 1]).await, vec![0, 1]);
+    assert_eq!(lock_call(&c, lock, "c2", &[1, 2]).await, vec![2]);
+    assert_eq!(lock_call(&c, lock, "c1", &[0, 1, 2]).await, vec![0, 1]);
+    lock_call(&c, request_code::UNLOCK_BATCH_MQ, "c2", &[2]).await;
+    assert_eq!(lock_call(&c, lock, "c1", &[2]).await, vec![2]);
+    // c1 stops renewing; after the 1 s expiry c2 gets its queues.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert_eq!(lock_call(&c, lock, "c2", &[0, 1, 2]).await, vec![0, 1, 2]);
+    assert!(lock_call(&c, lock, "c1", &[0]).await.is_empty());
     broker.shutdown().await;
 }

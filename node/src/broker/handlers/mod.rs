@@ -5,10 +5,12 @@
 
 mod admin;
 mod client;
+mod lock;
 mod offset;
 mod pull;
 mod query;
 mod send;
+mod send_back;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +63,8 @@ impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
                     client::handle(&b, &ctx, &request).await
                 }
                 rc::QUERY_MESSAGE | rc::VIEW_MESSAGE_BY_ID => query::handle(&b, &request),
+                rc::CONSUMER_SEND_MSG_BACK => send_back::handle(&b, &request).await,
+                rc::LOCK_BATCH_MQ | rc::UNLOCK_BATCH_MQ => lock::handle(&b, &request),
                 rc::UPDATE_AND_CREATE_TOPIC
                 | rc::DELETE_TOPIC_IN_BROKER
                 | rc::GET_BROKER_RUNTIME_INFO => admin::handle(&b, &request).await,

@@ -1,0 +1,195 @@
+//! `CONSUMER_SEND_MSG_BACK`: a consumer hands back a message it failed to
+//! consume. The broker loads it from the CommitLog, counts one more
+//! reconsume, and stores a copy either in the group's retry topic with a
+//! delay level (so it waits in the schedule topic first) or, once the
+//! retries are used up or the consumer asks for it, in the group's
+//! dead-letter topic at once.
+
+use bytes::Bytes;
+use sluice_core::disk::Disk;
+use sluice_core::message::{
+    dlq_topic, keys, offset_msg_id, retry_topic, strip_seal, validate_topic, EncodeError,
+    MessageInput, Properties, StoredRecord,
+};
+use sluice_core::{Clock, CommitLogOffset};
+use sluice_net::header::ConsumerSendMsgBackRequestHeader;
+use sluice_net::remoting::response_code;
+use sluice_net::RemotingCommand;
+
+use crate::broker::response::{bad_request, fail, store_error_response};
+use crate::broker::{Broker, PERM_READ, PERM_WRITE};
+
+/// Where a sent-back message goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendBackTarget {
+    /// `%RETRY%group` through the schedule topic at this delay level.
+    Retry {
+        /// Delay level (1-based; clamped to the highest when stored).
+        delay_level: i32,
+    },
+    /// `%DLQ%group`, immediately.
+    DeadLetter,
+}
+
+/// The decision for a message that has been reconsumed `reconsume_times`
+/// times before this failure: the new count is `reconsume_times + 1`; once
+/// it reaches `max_reconsume_times`, or when the consumer asks with a
+/// negative level, the message is a dead letter. Otherwise it is retried at
+/// `delay_level`, or at `3 + reconsume_times` when the level is 0 (10 s,
+/// 30 s, 1 m … with RocketMQ's levels).
+pub(crate) fn decide(
+    reconsume_times: i32,
+    max_reconsume_times: i32,
+    delay_level: i32,
+) -> SendBackTarget {
+    let new_count = reconsume_times.saturating_add(1);
+    if delay_level < 0 || new_count >= max_reconsume_times {
+        SendBackTarget::DeadLetter
+    } else if delay_level == 0 {
+        SendBackTarget::Retry {
+            delay_level: reconsume_times.saturating_add(3),
+        }
+    } else {
+        SendBackTarget::Retry { delay_level }
+    }
+}
+
+pub(super) async fn handle<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let h = match req.header::<ConsumerSendMsgBackRequestHeader>() {
+        Ok(h) => h,
+        Err(e) => return bad_request(&e),
+    };
+    let retry = retry_topic(&h.group);
+    if let Err(e) = validate_topic(&retry) {
+        return fail(
+            response_code::SYSTEM_ERROR,
+            format!("[sluice] invalid consumer group {:?}: {e}", h.group),
+        );
+    }
+    let rec = match load(b, h.offset) {
+        Ok(rec) => rec,
+        Err(remark) => return fail(response_code::SYSTEM_ERROR, remark),
+    };
+    let max = h
+        .max_reconsume_times
+        .unwrap_or(b.config().max_reconsume_times);
+    let target = decide(rec.reconsume_times, max, h.delay_level);
+    let mut props = match Properties::parse(strip_seal(&rec.properties)) {
+        Ok(p) => p,
+        Err(e) => {
+            return fail(
+                response_code::SYSTEM_ERROR,
+                format!(
+                    "[sluice] message at offset {} has bad properties: {e}",
+                    h.offset
+                ),
+            )
+        }
+    };
+    let origin_id = h
+        .origin_msg_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| offset_msg_id(rec.store_host, rec.phys_offset));
+    if let Err(e) = mark(&mut props, &rec.topic, &origin_id, target) {
+        return fail(response_code::SYSTEM_ERROR, format!("[sluice] {e}"));
+    }
+    let topic = match target {
+        SendBackTarget::Retry { .. } => retry,
+        SendBackTarget::DeadLetter => dlq_topic(&h.group),
+    };
+    let (_, created) = b
+        .topics()
+        .ensure(&topic, 1, PERM_READ | PERM_WRITE, b.now_ms());
+    if created {
+        b.topics_updated().await;
+    }
+    let mut msg = MessageInput {
+        topic,
+        queue_id: 0,
+        flag: rec.flag,
+        sys_flag: rec.sys_flag,
+        born_timestamp_ms: rec.born_timestamp_ms,
+        born_host: rec.born_host,
+        store_host: b.store_host(),
+        reconsume_times: rec.reconsume_times.saturating_add(1),
+        prepared_transaction_offset: rec.prepared_transaction_offset,
+        body: rec.body.clone(),
+        properties: Bytes::from(props.encode()),
+    };
+    if let Err(e) = b.divert_delayed(&mut msg).await {
+        return fail(response_code::SYSTEM_ERROR, format!("[sluice] {}", e.0));
+    }
+    match b.store().put(msg, true).await {
+        Ok(_) => RemotingCommand::success(),
+        Err(e) => store_error_response(&e),
+    }
+}
+
+/// Sets the send-back properties: `RETRY_TOPIC` (the first topic, kept
+/// once set), `ORIGIN_MESSAGE_ID`, `WAIT=false`, and `DELAY` for a retry
+/// (none for a dead letter).
+fn mark(
+    props: &mut Properties,
+    topic: &str,
+    origin_id: &str,
+    target: SendBackTarget,
+) -> Result<(), EncodeError> {
+    if props.get(keys::RETRY_TOPIC).is_none() {
+        props.insert(keys::RETRY_TOPIC, topic)?;
+    }
+    props.insert(keys::ORIGIN_MESSAGE_ID, origin_id)?;
+    props.insert(keys::WAIT, "false")?;
+    if let SendBackTarget::Retry { delay_level } = target {
+        props.insert(keys::DELAY, &delay_level.to_string())?;
+    } else {
+        props.remove(keys::DELAY);
+    }
+    Ok(())
+}
+
+/// The decoded record at a CommitLog offset, or a remark saying why not.
+fn load<D: Disk, C: Clock>(b: &Broker<D, C>, offset: i64) -> Result<StoredRecord, String> {
+    let missing = || format!("[sluice] no message at commit-log offset {offset}");
+    let phys = u64::try_from(offset).map_err(|_| missing())?;
+    let raw = match b.store().read_at(CommitLogOffset(phys)) {
+        Ok(Some(raw)) => raw,
+        Ok(None) => return Err(missing()),
+        Err(e) => return Err(format!("[sluice] reading offset {offset}: {e}")),
+    };
+    StoredRecord::decode(&raw)
+        .map_err(|e| format!("[sluice] message at offset {offset} is unreadable: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_failures_retry_at_three_plus_reconsume_times() {
+        assert_eq!(decide(0, 16, 0), SendBackTarget::Retry { delay_level: 3 });
+        assert_eq!(decide(5, 16, 0), SendBackTarget::Retry { delay_level: 8 });
+    }
+
+    #[test]
+    fn an_explicit_level_is_kept() {
+        assert_eq!(decide(0, 16, 7), SendBackTarget::Retry { delay_level: 7 });
+    }
+
+    #[test]
+    fn reaching_max_reconsume_times_is_a_dead_letter() {
+        // With a maximum of 2, the first send-back retries, the second is final.
+        assert_eq!(decide(0, 2, 0), SendBackTarget::Retry { delay_level: 3 });
+        assert_eq!(decide(1, 2, 0), SendBackTarget::DeadLetter);
+        assert_eq!(decide(14, 16, 0), SendBackTarget::Retry { delay_level: 17 });
+        assert_eq!(decide(15, 16, 0), SendBackTarget::DeadLetter);
+    }
+
+    #[test]
+    fn a_negative_level_is_a_dead_letter_at_once() {
+        assert_eq!(decide(0, 16, -1), SendBackTarget::DeadLetter);
+    }
+}
