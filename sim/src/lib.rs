@@ -4,11 +4,13 @@
 //! Module map:
 //! - [`history`]: the recorded events of a run and its trace hash.
 //! - [`oracle`]: pure checks over a history (lost acks, unexpected values,
-//!   one value per offset, dense offsets, FIFO, duplicates).
+//!   one value per offset, dense offsets, FIFO, duplicates) and, in
+//!   `oracle::timing`, the fence and long-poll wake-up bounds.
 //! - [`harness`]: `builder(seed)` and the name server / broker hosts.
 //! - [`clock`]: the simulated `Clock` (turmoil epoch + skew, tokio time).
 //! - [`protocol`]: the workload's raw `SEND_MESSAGE_V2` / `PULL_MESSAGE` client.
-//! - [`workload`]: producers and the final drain, recording the history.
+//! - [`workload`]: producers, long-polling consumers and the final drain,
+//!   recording the history.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
 //! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
 

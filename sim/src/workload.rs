@@ -1,6 +1,7 @@
 //! The simulated clients: sequential producers that record every send and
-//! its outcome, and the final drain that reads every queue from offset 0
-//! to its end. Both run as turmoil clients and write to one `History`.
+//! its outcome, long-polling consumers, and the final drain that reads
+//! every queue from offset 0 to its end. All run as turmoil clients and
+//! write to one `History`.
 
 use std::cell::Cell;
 use std::rc::Rc;
