@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use bytes::Bytes;
 use proptest::prelude::*;
 use sluice_core::message::{
-    body_crc, encode_blank, peek_head, stored_phys_offset, stored_queue_offset,
+    body_crc, encode_blank, encode_pad_head, peek_head, stored_phys_offset, stored_queue_offset,
     stored_store_timestamp_ms, sys_flag, DecodeError, MessageInput, RecordHead, RecordStamp,
     StoredRecord, RECORD_BYTES_MIN,
 };
@@ -221,11 +221,17 @@ proptest! {
         match peek_head(&bytes) {
             Ok(RecordHead::Message { total_size }) => prop_assert!(total_size as usize >= RECORD_BYTES_MIN),
             Ok(RecordHead::Blank { remaining }) => prop_assert!(remaining >= 8),
+            Ok(RecordHead::Pad { size }) => prop_assert!(size >= 8),
             Err(DecodeError::Incomplete { needed, have }) => {
                 prop_assert_eq!((needed, have), (8, bytes.len()));
             }
             Err(DecodeError::Corrupt { .. }) => prop_assert!(bytes.len() >= 8),
         }
+    }
+
+    #[test]
+    fn message_pad_head_round_trips(size in 8_u32..=520) {
+        prop_assert_eq!(peek_head(&encode_pad_head(size)), Ok(RecordHead::Pad { size }));
     }
 
     #[test]

@@ -50,9 +50,6 @@ fn acknowledged_messages_survive_power_loss_with_torn_tail() {
 const GARBAGE_SECTOR_SEEDS: &[u64] = &[49, 137, 146, 176];
 
 #[test]
-#[ignore = "known store bug: a group commit does not pad to a sector boundary, so a \
-            garbage sector shared by synced and unsynced bytes destroys acknowledged \
-            records (seeds 49, 137, 146, 176 of 0..300)"]
 fn acknowledged_messages_survive_power_loss_without_power_safe_overwrite() {
     for_each_seed(
         "broker_crash_torn_tail_sync_flush",

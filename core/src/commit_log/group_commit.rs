@@ -53,6 +53,12 @@ impl GroupCommit {
         self.lock().durable
     }
 
+    /// Records that `[0, to)` is durable (synced outside group commit).
+    pub(crate) fn advance(&self, to: u64) {
+        let mut st = self.lock();
+        st.durable = st.durable.max(to);
+    }
+
     /// Number of syncs the group commit has issued.
     pub(crate) fn syncs(&self) -> u64 {
         self.lock().syncs

@@ -18,13 +18,25 @@ use crate::clock::Clock;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::message::record_seal::seal_record;
-use crate::message::{encode_blank, sys_flag, with_seal_placeholder, MessageInput, RecordStamp};
+use crate::message::{
+    encode_blank, encode_pad_head, sys_flag, with_seal_placeholder, MessageInput, RecordStamp,
+};
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::SegmentChain;
 use group_commit::GroupCommit;
 
 /// Size of the end-of-segment blank record.
 pub const BLANK_RECORD_BYTES: u64 = 8;
+
+/// Group commits end on a boundary of this many bytes (a device sector),
+/// so no later write ever touches a sector holding synced records: on a
+/// device without power-safe overwrite, a sector being rewritten at power
+/// loss may come back as garbage, and with it the synced bytes it shares.
+pub const SECTOR_BYTES: u64 = 512;
+
+/// Longest pad record: up to a sector of filler after a head that did not
+/// fit before the boundary.
+pub const PAD_BYTES_MAX: u64 = SECTOR_BYTES + BLANK_RECORD_BYTES;
 
 /// Where one appended record landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -283,10 +295,64 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         self.durability
             .wait(
                 end,
-                || self.written.load(Ordering::Acquire),
+                || self.pad_to_sector(),
                 |from, to| self.chain.sync(from, to),
             )
             .await
+    }
+
+    /// After recovery: pads the log to a sector boundary and syncs the pad,
+    /// so the first append never rewrites a sector holding durable
+    /// records. Returns the new end.
+    pub(crate) async fn pad_after_recovery(&self) -> Result<u64> {
+        let from = self.written.load(Ordering::Acquire);
+        let to = self.pad_to_sector();
+        self.chain.sync(from, to).await?;
+        self.durability.advance(to);
+        Ok(to)
+    }
+
+    /// Ends the written log on a sector boundary with a pad record (or the
+    /// segment's blank) and returns the new written offset. Best effort: if
+    /// the next segment cannot be created the log stays unpadded.
+    fn pad_to_sector(&self) -> u64 {
+        let mut w = self.lock_writer();
+        let pos = w.pos;
+        let in_sector = pos % SECTOR_BYTES;
+        if in_sector == 0 {
+            return pos;
+        }
+        let seg = self.chain.segment_bytes();
+        let rel = pos % seg;
+        let mut gap = SECTOR_BYTES - in_sector;
+        if gap < BLANK_RECORD_BYTES {
+            gap += SECTOR_BYTES;
+        }
+        let wrote = if rel + gap + BLANK_RECORD_BYTES <= seg {
+            let mut pad = vec![0u8; usize::try_from(gap).expect("invariant: gap <= PAD_BYTES_MAX")];
+            let size = u32::try_from(gap).expect("invariant: gap <= PAD_BYTES_MAX");
+            pad[..8].copy_from_slice(&encode_pad_head(size));
+            self.chain.write(pos, &pad).map(|()| pos + gap)
+        } else {
+            // Too close to the segment's end: close the segment instead.
+            let next = pos - rel + seg;
+            let remaining = u32::try_from(seg - rel).unwrap_or(u32::MAX);
+            self.chain
+                .get_or_create(next)
+                .and_then(|_| self.chain.write(pos, &encode_blank(remaining)))
+                .map(|()| next)
+        };
+        match wrote {
+            Ok(new_pos) => {
+                w.pos = new_pos;
+                self.written.store(new_pos, Ordering::Release);
+                new_pos
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not pad the CommitLog to a sector boundary");
+                pos
+            }
+        }
     }
 
     /// Makes everything written so far durable.

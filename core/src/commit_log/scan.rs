@@ -9,7 +9,7 @@ use crate::disk::Disk;
 use crate::message::{peek_head, seal_matches, RecordHead, StoredRecord};
 use crate::segment_chain::SegmentChain;
 
-use super::BLANK_RECORD_BYTES;
+use super::{BLANK_RECORD_BYTES, PAD_BYTES_MAX};
 
 /// What sits at one position of the log.
 #[derive(Debug)]
@@ -18,6 +18,8 @@ pub(crate) enum Step {
     Record(Box<StoredRecord>, Bytes),
     /// A blank record: the log continues at `next`, the next segment.
     Blank { next: u64 },
+    /// A sector pad: the log continues at `next`.
+    Pad { next: u64 },
     /// No valid record here: the end of the log, or damage.
     End(&'static str),
 }
@@ -54,6 +56,16 @@ fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) ->
                 }
             } else {
                 Step::End("blank record with a wrong length")
+            }
+        }
+        Ok(RecordHead::Pad { size }) => {
+            let size = u64::from(size);
+            // A pad never crosses a segment and is never longer than a
+            // sector plus a head.
+            if size <= PAD_BYTES_MAX && rel + size + BLANK_RECORD_BYTES <= seg {
+                Step::Pad { next: pos + size }
+            } else {
+                Step::End("pad record with a wrong length")
             }
         }
         Ok(RecordHead::Message { total_size }) => {

@@ -25,8 +25,8 @@ pub use record::{
 };
 pub use record_seal::{seal_matches, strip_seal, with_seal_placeholder, SEAL_PROPERTY_BYTES};
 pub use stored_record::{
-    encode_blank, peek_head, stored_phys_offset, stored_queue_offset, stored_store_timestamp_ms,
-    RecordHead, StoredRecord,
+    encode_blank, encode_pad_head, peek_head, stored_phys_offset, stored_queue_offset,
+    stored_store_timestamp_ms, RecordHead, StoredRecord, PAD_MAGIC,
 };
 pub use topic::{
     dlq_topic, is_dlq_topic, is_retry_topic, retry_topic, validate_topic, TopicError,

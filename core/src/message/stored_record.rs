@@ -138,6 +138,7 @@ fn message_total_size(buf: &[u8]) -> Result<usize, DecodeError> {
             Ok(usize::try_from(total_size).expect("invariant: u32 fits usize"))
         }
         RecordHead::Blank { .. } => Err(corrupt("blank record where a message was expected")),
+        RecordHead::Pad { .. } => Err(corrupt("pad record where a message was expected")),
     }
 }
 
@@ -232,6 +233,13 @@ pub enum RecordHead {
         /// Bytes from this position to the end of the segment.
         remaining: u32,
     },
+    /// Sluice's sector pad: `size` bytes (including these 8) of filler the
+    /// store writes so a group commit ends on a sector boundary. Never
+    /// referenced by a ConsumeQueue, so clients never see one.
+    Pad {
+        /// Bytes from this position to the next record.
+        size: u32,
+    },
 }
 
 /// Reads the size and magic at the start of `buf`. Corrupt on an unknown
@@ -256,9 +264,22 @@ pub fn peek_head(buf: &[u8]) -> Result<RecordHead, DecodeError> {
             remaining: size_u32,
         }),
         BLANK_MAGIC => Err(corrupt("blank size below 8")),
+        PAD_MAGIC if size >= BLANK_HEAD_BYTES => Ok(RecordHead::Pad { size: size_u32 }),
+        PAD_MAGIC => Err(corrupt("pad size below 8")),
         MAGIC_V2 => Err(corrupt("v2 magic is not supported")),
         _ => Err(corrupt("unknown magic")),
     }
+}
+
+/// Magic of Sluice's sector pad record (not a RocketMQ code).
+pub const PAD_MAGIC: i32 = 0x5A1C_E0AD;
+
+/// The head of a pad record of `size` bytes; the rest of it is zeros.
+pub fn encode_pad_head(size: u32) -> [u8; 8] {
+    let mut out = [0; 8];
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    out[4..].copy_from_slice(&PAD_MAGIC.to_be_bytes());
+    out
 }
 
 /// The end-of-segment blank: `i32 remaining | i32 BLANK_MAGIC`. `remaining`

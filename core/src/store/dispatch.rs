@@ -59,7 +59,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                         d.cursor += u64::from(rec.total_size);
                         d.last_store_ms = rec.store_timestamp_ms;
                     }
-                    Step::Blank { next } => d.cursor = next,
+                    Step::Blank { next } | Step::Pad { next } => d.cursor = next,
                     Step::End(reason) => {
                         let e = Error::Corrupt {
                             path: "commitlog".to_owned(),

@@ -12,7 +12,8 @@ use crate::checkpoint::{Checkpoint, CHECKPOINT_FILE};
 use crate::clock::Clock;
 use crate::commit_log::scan::{find_valid_record_after, step, Step};
 use crate::commit_log::CommitLog;
-use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable};
+use crate::commit_log::SECTOR_BYTES;
+use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CQ_ENTRY_BYTES};
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::index::{IndexMark, IndexService};
@@ -127,11 +128,26 @@ fn open_index<D: Disk>(
     let dir = join(&config.root, "index");
     let (slots, entries) = (config.index_slots, config.index_entries);
     let mark = checkpoint.map_or(IndexMark::default(), |cp| cp.index);
-    let index = IndexService::open(disk.clone(), &dir, slots, entries, mark)?;
-    if mark.newest_file.is_none_or(|f| index.has_file(f)) {
-        return Ok((index, checkpoint.is_none()));
+    match IndexService::open(disk.clone(), &dir, slots, entries, mark) {
+        Ok(index) if mark.newest_file.is_none_or(|f| index.has_file(f)) => {
+            return Ok((index, checkpoint.is_none()));
+        }
+        Ok(_) => {
+            tracing::warn!("index file named by the checkpoint is missing; rebuilding the index");
+        }
+        // The index is derived data: a damaged header (say a garbled sector
+        // on a device without power-safe overwrite) means a rebuild, not a
+        // refusal to start.
+        Err(e @ Error::Corrupt { .. }) => {
+            tracing::warn!(error = %e, "index damaged; rebuilding the index");
+        }
+        Err(e) => return Err(e),
     }
-    tracing::warn!("index file named by the checkpoint is missing; rebuilding the index");
+    for name in disk.list(&dir).map_err(|e| Error::io("list", &dir, e))? {
+        let path = join(&dir, &name);
+        disk.remove(&path)
+            .map_err(|e| Error::io("remove", &path, e))?;
+    }
     let index = IndexService::open(disk.clone(), &dir, slots, entries, IndexMark::default())?;
     Ok((index, true))
 }
@@ -238,7 +254,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                     pos += u64::from(rec.total_size);
                     last_ms = rec.store_timestamp_ms;
                 }
-                Step::Blank { next } => pos = next,
+                Step::Blank { next } | Step::Pad { next } => pos = next,
                 Step::End(reason) => {
                     self.report_tail(pos, reason);
                     return Ok((pos, last_ms));
@@ -268,6 +284,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 .insert(cq.queue_id(), cq.max_offset().0);
         }
         self.log.resume(end, queue_next, last_ms);
+        let end = self.log.pad_after_recovery().await?;
         // Allocate (and pre-fault) the active segment now, not inside the
         // first put: a fresh 1 GiB segment takes seconds to prepare.
         self.log.chain().get_or_create(end)?;
@@ -293,7 +310,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                     }
                     pos += u64::from(rec.total_size);
                 }
-                Step::Blank { next } => pos = next,
+                Step::Blank { next } | Step::Pad { next } => pos = next,
                 Step::End(reason) => return Ok(WalkEnd::Damaged { at: pos, reason }),
             }
         }
@@ -318,25 +335,36 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if !cq.segments_cover() {
             return false;
         }
-        // Only the last entry is checked against the log: a clean restart
-        // must not read the log below the checkpoint.
-        let q = max - 1;
+        // Only the entries sharing a sector with the last one are checked
+        // against the log: they are the only ones later appends rewrote
+        // (and a device without power-safe overwrite may have garbled), and
+        // a clean restart must not read much of the log below the
+        // checkpoint.
+        let sector_first =
+            (max - 1) * CQ_ENTRY_BYTES / SECTOR_BYTES * SECTOR_BYTES / CQ_ENTRY_BYTES;
+        (sector_first.max(min)..max).all(|q| self.entry_matches_log(cq, q, start))
+    }
+
+    /// True when entry `q` points below `start` at a record of this queue
+    /// with that queue offset (or at data retention already removed).
+    fn entry_matches_log(&self, cq: &ConsumeQueue<D>, q: u64, start: u64) -> bool {
         let Ok(Some(e)) = cq.entry(QueueOffset(q)) else {
             return false;
         };
-        if e.phys_offset >= self.log.min_offset() {
-            if e.phys_offset.0 + u64::from(e.size) > start {
-                return false;
-            }
-            let Step::Record(rec, _) = step(self.log.chain(), e.phys_offset.0) else {
-                return false;
-            };
-            let same_offset = u64::try_from(rec.queue_offset).ok() == Some(q);
-            if rec.topic != cq.topic() || rec.queue_id != cq.queue_id() || !same_offset {
-                return false;
-            }
+        if e.phys_offset < self.log.min_offset() {
+            return true;
         }
-        true
+        if e.phys_offset.0 + u64::from(e.size) > start {
+            return false;
+        }
+        let Step::Record(rec, _) = step(self.log.chain(), e.phys_offset.0) else {
+            return false;
+        };
+        let same_offset = u64::try_from(rec.queue_offset).ok() == Some(q);
+        rec.topic == cq.topic()
+            && rec.queue_id == cq.queue_id()
+            && same_offset
+            && rec.total_size == e.size
     }
 
     /// Drops ConsumeQueue entries that point at or past `end` (only after a
