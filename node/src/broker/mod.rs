@@ -259,14 +259,16 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         };
         tracing::info!(%addr, broker = %self.config.broker_name, "broker serving");
         bound(addr);
-        let duties = [
+        let mut duties = vec![
             tokio::spawn(register::run(Arc::clone(&self), transport.clone())),
             tokio::spawn(Arc::clone(&self).maintenance()),
-            tokio::spawn(schedule::run(Arc::clone(&self))),
         ];
+        duties.extend(schedule::spawn(&self));
         shutdown.await;
-        for d in duties {
+        for d in &duties {
             d.abort();
+        }
+        for d in duties {
             // Wait for the abort so no delayed delivery races the shutdown.
             let _ = d.await;
         }

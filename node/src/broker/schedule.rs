@@ -20,7 +20,7 @@ use sluice_core::message::topic::SCHEDULE_TOPIC;
 use sluice_core::message::{keys, strip_seal, sys_flag, MessageInput, Properties, StoredRecord};
 use sluice_core::store::{GetStatus, TagsFilter};
 use sluice_core::{Clock, Error as StoreError, QueueOffset};
-use tokio::task::JoinSet;
+use tokio::task::JoinHandle;
 
 use super::{Broker, PERM_READ, PERM_WRITE};
 
@@ -190,13 +190,12 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     }
 }
 
-/// Runs one delivery task per level until aborted.
-pub(crate) async fn run<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) {
-    let mut tasks = JoinSet::new();
-    for level in 1..=broker.delay_levels().count() {
-        tasks.spawn(run_level(Arc::clone(&broker), level));
-    }
-    while tasks.join_next().await.is_some() {}
+/// Spawns one delivery task per level; they run until aborted (the caller
+/// awaits the aborted handles so no delivery outlives the shutdown).
+pub(crate) fn spawn<D: Disk, C: Clock>(broker: &Arc<Broker<D, C>>) -> Vec<JoinHandle<()>> {
+    (1..=broker.delay_levels().count())
+        .map(|level| tokio::spawn(run_level(Arc::clone(broker), level)))
+        .collect()
 }
 
 async fn run_level<D: Disk, C: Clock>(b: Arc<Broker<D, C>>, level: i32) {
