@@ -37,7 +37,7 @@ fn config() -> BrokerConfig {
         listen_vip: false,
         namesrv_addrs: Vec::new(),
         delay_levels: "1s 2s 3s".to_owned(),
-        max_reconsume_times: 2,
+        max_reconsume_times: 1,
         lock_expiry_ms: 1_000,
         flush_interval_ms: 50,
         store: StoreConfig {
@@ -254,7 +254,8 @@ async fn sent_back_message_is_retried_after_its_delay_then_dead_lettered() {
     assert_eq!(prop(retried, keys::ORIGIN_MESSAGE_ID), Some(origin_id));
     assert!(c.drain("%DLQ%g1", 0).await.is_empty());
 
-    // Second failure reaches max_reconsume_times = 2: dead letter at once.
+    // The retried message has been reconsumed once = max_reconsume_times:
+    // its next failure is a dead letter, at once (RocketMQ's rule).
     let r = send_back(&c, retried.phys_offset, "g1", 0).await;
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
     let dead = c.drain("%DLQ%g1", 0).await;

@@ -32,9 +32,9 @@ pub(crate) enum SendBackTarget {
 }
 
 /// The decision for a message that has been reconsumed `reconsume_times`
-/// times before this failure: the new count is `reconsume_times + 1`; once
-/// it reaches `max_reconsume_times`, or when the consumer asks with a
-/// negative level, the message is a dead letter. Otherwise it is retried at
+/// times before this failure: once that count has reached
+/// `max_reconsume_times`, or when the consumer asks with a negative level,
+/// the message is a dead letter. Otherwise it is retried at
 /// `delay_level`, or at `3 + reconsume_times` when the level is 0 (10 s,
 /// 30 s, 1 m … with RocketMQ's levels).
 pub(crate) fn decide(
@@ -42,8 +42,9 @@ pub(crate) fn decide(
     max_reconsume_times: i32,
     delay_level: i32,
 ) -> SendBackTarget {
-    let new_count = reconsume_times.saturating_add(1);
-    if delay_level < 0 || new_count >= max_reconsume_times {
+    // As RocketMQ: the count before this failure is compared, so a
+    // message is retried `max_reconsume_times` times before the DLQ.
+    if delay_level < 0 || reconsume_times >= max_reconsume_times {
         SendBackTarget::DeadLetter
     } else if delay_level == 0 {
         SendBackTarget::Retry {
@@ -183,9 +184,10 @@ mod tests {
     fn reaching_max_reconsume_times_is_a_dead_letter() {
         // With a maximum of 2, the first send-back retries, the second is final.
         assert_eq!(decide(0, 2, 0), SendBackTarget::Retry { delay_level: 3 });
-        assert_eq!(decide(1, 2, 0), SendBackTarget::DeadLetter);
-        assert_eq!(decide(14, 16, 0), SendBackTarget::Retry { delay_level: 17 });
-        assert_eq!(decide(15, 16, 0), SendBackTarget::DeadLetter);
+        assert_eq!(decide(1, 2, 0), SendBackTarget::Retry { delay_level: 4 });
+        assert_eq!(decide(2, 2, 0), SendBackTarget::DeadLetter);
+        assert_eq!(decide(15, 16, 0), SendBackTarget::Retry { delay_level: 18 });
+        assert_eq!(decide(16, 16, 0), SendBackTarget::DeadLetter);
     }
 
     #[test]
