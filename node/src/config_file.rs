@@ -13,6 +13,9 @@
 //! auto_create_topic = true
 //! commit_log_segment_bytes = 1073741824
 //! file_reserved_hours = 72
+//! delay_levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+//! max_reconsume_times = 16
+//! lock_expiry_ms = 60000
 //! ```
 
 use serde::Deserialize;
@@ -51,6 +54,12 @@ pub struct BrokerFile {
     pub body_bytes_max: Option<usize>,
     /// Also listen on port − 2.
     pub listen_vip: Option<bool>,
+    /// Delay levels, e.g. `"1s 5s 10s"` (units s, m, h, d).
+    pub delay_levels: Option<String>,
+    /// Retries before a message goes to its group's DLQ.
+    pub max_reconsume_times: Option<i32>,
+    /// Orderly-consumption lock lifetime.
+    pub lock_expiry_ms: Option<u64>,
 }
 
 impl BrokerFile {
@@ -101,6 +110,15 @@ impl BrokerFile {
         if let Some(v) = self.listen_vip {
             c.listen_vip = v;
         }
+        if let Some(v) = self.delay_levels {
+            c.delay_levels = v;
+        }
+        if let Some(v) = self.max_reconsume_times {
+            c.max_reconsume_times = v;
+        }
+        if let Some(v) = self.lock_expiry_ms {
+            c.lock_expiry_ms = v;
+        }
         Ok((
             c,
             self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned()),
@@ -137,6 +155,20 @@ mod tests {
         assert_eq!(dir, "./sluice-data");
         assert_eq!(c.cluster_name, "DefaultCluster", "unset keys keep defaults");
         assert!(BrokerFile::parse("brokr_name = \"typo\"").is_err());
+        let (c, _) = BrokerFile::parse(
+            "delay_levels = \"1s 2s\"\nmax_reconsume_times = 3\nlock_expiry_ms = 500",
+        )
+        .expect("parses")
+        .into_config()
+        .expect("valid");
+        assert_eq!(
+            (
+                c.delay_levels.as_str(),
+                c.max_reconsume_times,
+                c.lock_expiry_ms
+            ),
+            ("1s 2s", 3, 500)
+        );
         assert!(BrokerFile::parse("flush_mode = \"maybe\"")
             .expect("parses")
             .into_config()
