@@ -19,6 +19,32 @@ use sluice_net::header::{
 use sluice_net::remoting::request_code;
 use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TokioTransport};
 
+/// The `sluice-node` executable: cargo names it for this package's tests;
+/// other packages' tests (which include this file) find it beside their own
+/// executable in the target directory, where `cargo test --workspace`
+/// builds it.
+pub fn node_binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_sluice-node") {
+        return PathBuf::from(path);
+    }
+    if let Some(path) = std::env::var_os("SLUICE_NODE_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/sluice-node
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("sluice-node"))
+        .expect("target directory");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p sluice-node` (or test the whole workspace)",
+        path.display()
+    );
+    path
+}
+
 /// A running standalone node.
 pub struct Node {
     child: Option<Child>,
@@ -58,7 +84,7 @@ impl Node {
 
     /// Starts on explicit addresses (restarts reuse them).
     pub fn start_on(data_dir: &Path, flush: &str, namesrv: String, broker: String) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice-node"))
+        let mut child = Command::new(node_binary())
             .args(["standalone", "--data-dir"])
             .arg(data_dir)
             .args([
