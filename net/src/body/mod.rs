@@ -2,11 +2,16 @@
 //! RocketMQ's camelCase names. Parsing accepts fastjson's unquoted integer
 //! keys everywhere.
 
+mod admin;
 mod broker;
 mod client;
 pub mod fastjson;
 mod route;
 
+pub use admin::{
+    CheckClientRequestBody, ConsumeStats, OffsetWrapper, SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+};
 pub use broker::{
     DataVersion, KvTable, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicList,
 };

@@ -1,4 +1,5 @@
-//! Admin headers: create and delete topics, consume stats.
+//! Admin headers: create and delete topics, consume stats, delete
+//! subscription groups.
 
 use super::command_header;
 
@@ -39,5 +40,15 @@ command_header! {
         consumer_group: String = "consumerGroup",
         /// Restrict to one topic.
         topic: Option<String> = "topic",
+    }
+}
+
+command_header! {
+    /// `DELETE_SUBSCRIPTIONGROUP` (207) request header.
+    DeleteSubscriptionGroupRequestHeader {
+        /// The group to delete.
+        group_name: String = "groupName",
+        /// 5.x: also drop the group's committed offsets.
+        clean_offset: Option<bool> = "cleanOffset",
     }
 }

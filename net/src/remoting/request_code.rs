@@ -42,6 +42,8 @@ pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
 pub const LOCK_BATCH_MQ: i32 = 41;
 /// Unlock queues.
 pub const UNLOCK_BATCH_MQ: i32 = 42;
+/// Ask whether the broker accepts a consumer's (non-tag) subscription.
+pub const CHECK_CLIENT_CONFIG: i32 = 46;
 
 // Broker-to-client requests.
 /// Ask a producer for a half message's state.
@@ -96,6 +98,10 @@ pub const SEND_REPLY_MESSAGE_V2: i32 = 325;
 // Admin.
 /// Create or update a subscription group.
 pub const UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: i32 = 200;
+/// Every subscription group's config.
+pub const GET_ALL_SUBSCRIPTIONGROUP_CONFIG: i32 = 201;
+/// Delete a subscription group.
+pub const DELETE_SUBSCRIPTIONGROUP: i32 = 207;
 /// Consume statistics of a group.
 pub const GET_CONSUME_STATS: i32 = 208;
 /// Delete a topic from a broker.
@@ -126,6 +132,7 @@ pub fn name(code: i32) -> Option<&'static str> {
         GET_CONSUMER_LIST_BY_GROUP => "GET_CONSUMER_LIST_BY_GROUP",
         LOCK_BATCH_MQ => "LOCK_BATCH_MQ",
         UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
+        CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
         CHECK_TRANSACTION_STATE => "CHECK_TRANSACTION_STATE",
         NOTIFY_CONSUMER_IDS_CHANGED => "NOTIFY_CONSUMER_IDS_CHANGED",
         RESET_CONSUMER_CLIENT_OFFSET => "RESET_CONSUMER_CLIENT_OFFSET",
@@ -149,6 +156,8 @@ pub fn name(code: i32) -> Option<&'static str> {
         SEND_REPLY_MESSAGE => "SEND_REPLY_MESSAGE",
         SEND_REPLY_MESSAGE_V2 => "SEND_REPLY_MESSAGE_V2",
         UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+        GET_ALL_SUBSCRIPTIONGROUP_CONFIG => "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+        DELETE_SUBSCRIPTIONGROUP => "DELETE_SUBSCRIPTIONGROUP",
         GET_CONSUME_STATS => "GET_CONSUME_STATS",
         DELETE_TOPIC_IN_BROKER => "DELETE_TOPIC_IN_BROKER",
         RESUME_CHECK_HALF_MESSAGE => "RESUME_CHECK_HALF_MESSAGE",
