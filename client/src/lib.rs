@@ -1,3 +1,35 @@
-//! sluice-client: producer, consumers, admin API and the `sluice` CLI.
+//! sluice-client: the producer, the consumers, the admin API and the
+//! `sluice` CLI, generic over the transport seam (tokio in production,
+//! turmoil in simulation) and the clock seam.
 //!
-//! Nothing is implemented yet; see the client issue.
+//! Module map:
+//! - [`instance`]: [`ClientInstance`], shared by everything below: the
+//!   connection pool, routes, heartbeats, broker-to-client requests.
+//! - [`producer`]: [`Producer`] (sync, async, oneway, batch, ordered).
+//! - [`consumer`]: [`PullConsumer`], [`LitePullConsumer`], [`PushConsumer`],
+//!   rebalance strategies, offset stores, subscriptions.
+//! - [`admin`]: topics, cluster, group progress, message lookup, offset reset.
+//! - [`message`]: [`Message`] and [`MessageExt`].
+//! - `cli` (binary only): the `sluice` command-line tool and `sluice bench`.
+
+pub mod admin;
+pub mod config;
+pub mod consumer;
+mod error;
+pub mod instance;
+pub mod message;
+pub mod producer;
+
+pub use admin::Admin;
+pub use config::ClientConfig;
+pub use consumer::{
+    ConsumeFrom, ConsumeResult, LitePullConsumer, MessageModel, PullConsumer, PushConsumer,
+    PushConsumerConfig, Subscription,
+};
+pub use error::{Error, Result};
+pub use instance::ClientInstance;
+pub use message::{Message, MessageExt, MessageQueue};
+pub use producer::{Producer, ProducerConfig, SendResult, SendStatus};
+#[cfg(feature = "turmoil")]
+pub use sluice_net::TurmoilTransport;
+pub use sluice_net::{TokioTransport, Transport};

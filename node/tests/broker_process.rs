@@ -218,6 +218,7 @@ fn consumer_offsets_survive_a_restart() {
             consumer_group: "g".into(),
             topic: "Offsets".into(),
             queue_id: 0,
+            set_zero_if_not_found: Some(false),
         };
         let r = c
             .call(

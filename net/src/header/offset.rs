@@ -13,6 +13,8 @@ command_header! {
         topic: String = "topic",
         /// Queue.
         queue_id: i32 = "queueId",
+        /// 5.x: `false` asks for `QUERY_NOT_FOUND` instead of the new-group 0.
+        set_zero_if_not_found: Option<bool> = "setZeroIfNotFound",
     }
 }
 

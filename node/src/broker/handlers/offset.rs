@@ -65,9 +65,13 @@ fn query<D: Disk, C: Clock>(
     }
     // RocketMQ's rule: a new group reads from 0 while the queue still
     // starts at 0; otherwise "not found" lets the client's ConsumeFromWhere
-    // decide.
+    // decide. A client that sends `setZeroIfNotFound=false` (5.x, and the
+    // Sluice client) always decides itself.
     let min = b.store().min_offset(&h.topic, h.queue_id);
-    if b.config().query_offset_zero_for_new_group && min.0 == 0 {
+    if b.config().query_offset_zero_for_new_group
+        && h.set_zero_if_not_found != Some(false)
+        && min.0 == 0
+    {
         return offset_response(0);
     }
     fail(
