@@ -16,6 +16,8 @@
 //! delay_levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 //! max_reconsume_times = 16
 //! lock_expiry_ms = 60000
+//! enable_property_filter = true   # SQL92 filters (RocketMQ defaults to false)
+//! auto_create_subscription_group = true
 //! ```
 
 use serde::Deserialize;
@@ -60,6 +62,11 @@ pub struct BrokerFile {
     pub max_reconsume_times: Option<i32>,
     /// Orderly-consumption lock lifetime.
     pub lock_expiry_ms: Option<u64>,
+    /// Serve SQL92 property filters (default `true`; RocketMQ's
+    /// `enablePropertyFilter` defaults to `false`).
+    pub enable_property_filter: Option<bool>,
+    /// Create subscription groups on first use (default `true`).
+    pub auto_create_subscription_group: Option<bool>,
 }
 
 impl BrokerFile {
@@ -119,6 +126,12 @@ impl BrokerFile {
         if let Some(v) = self.lock_expiry_ms {
             c.lock_expiry_ms = v;
         }
+        if let Some(v) = self.enable_property_filter {
+            c.enable_property_filter = v;
+        }
+        if let Some(v) = self.auto_create_subscription_group {
+            c.auto_create_subscription_group = v;
+        }
         Ok((
             c,
             self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned()),
@@ -169,6 +182,21 @@ mod tests {
             ),
             ("1s 2s", 3, 500)
         );
+        let (c, _) = BrokerFile::parse("")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert!(
+            c.enable_property_filter && c.auto_create_subscription_group,
+            "both on by default"
+        );
+        let (c, _) = BrokerFile::parse(
+            "enable_property_filter = false\nauto_create_subscription_group = false",
+        )
+        .expect("parses")
+        .into_config()
+        .expect("valid");
+        assert!(!c.enable_property_filter && !c.auto_create_subscription_group);
         assert!(BrokerFile::parse("flush_mode = \"maybe\"")
             .expect("parses")
             .into_config()

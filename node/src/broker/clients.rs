@@ -173,6 +173,15 @@ impl ClientRegistry {
             .cloned()
     }
 
+    /// Topics a consumer group subscribes to (by its latest heartbeats).
+    pub fn subscribed_topics(&self, group: &str) -> Vec<String> {
+        self.lock()
+            .consumers
+            .get(group)
+            .map(|g| g.subscriptions.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Names of every consumer group with at least one member.
     pub fn consumer_groups(&self) -> Vec<String> {
         self.lock()

@@ -4,6 +4,10 @@ use sluice_core::{FlushMode, StoreConfig};
 
 /// Configuration of one broker.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent on/off settings, each named as in RocketMQ's broker config"
+)]
 pub struct BrokerConfig {
     /// Cluster the broker belongs to.
     pub cluster_name: String,
@@ -44,8 +48,18 @@ pub struct BrokerConfig {
     /// from the start). `false` always answers "not found" and lets the
     /// client's `ConsumeFromWhere` decide.
     pub query_offset_zero_for_new_group: bool,
-    /// Retries before a message goes to the DLQ (RocketMQ: 16).
+    /// Retries before a message goes to the DLQ (RocketMQ: 16). This is
+    /// the `retryMaxTimes` of auto-created subscription groups; a group's
+    /// own setting (and a client's `maxReconsumeTimes`) take precedence.
     pub max_reconsume_times: i32,
+    /// Serve SQL92 property filters on pulls. Sluice enables them by
+    /// default; RocketMQ's `enablePropertyFilter` defaults to `false`.
+    pub enable_property_filter: bool,
+    /// Create a consumer group's subscription-group config on its first
+    /// heartbeat, pull or send-back (RocketMQ's
+    /// `autoCreateSubscriptionGroup`, default `true`). Off, unknown groups'
+    /// pulls answer `SUBSCRIPTION_GROUP_NOT_EXIST`.
+    pub auto_create_subscription_group: bool,
     /// Delay levels, `messageDelayLevel` style: durations with units
     /// `s`/`m`/`h`/`d`, level 1 first (RocketMQ: the 18 levels of
     /// [`DEFAULT_DELAY_LEVELS`](super::DEFAULT_DELAY_LEVELS)).
@@ -79,6 +93,8 @@ impl Default for BrokerConfig {
             sends_in_flight_max: 10_000,
             query_offset_zero_for_new_group: true,
             max_reconsume_times: 16,
+            enable_property_filter: true,
+            auto_create_subscription_group: true,
             delay_levels: super::DEFAULT_DELAY_LEVELS.to_owned(),
             lock_expiry_ms: 60_000,
             store: StoreConfig {

@@ -1,12 +1,15 @@
 //! The broker: the request handlers over one `MessageStore`, the topic
-//! table, consumer offsets, the client registry and long polling, plus the
-//! background duties (registration with name servers, interval flush,
-//! checkpoints, offset persistence, retention, client expiry). Generic over
+//! table, consumer offsets, subscription groups, the client registry, pull
+//! filters (tags and SQL92) and long polling, plus the background duties
+//! (registration with name servers, interval flush, checkpoints, offset and
+//! subscription-group persistence, retention, client expiry). Generic over
 //! the disk, clock and transport seams, so simulations run this code.
 
 mod clients;
 mod config;
 mod delay_levels;
+pub mod filter;
+mod groups;
 pub mod handlers;
 mod locks;
 mod long_poll;
@@ -19,6 +22,8 @@ mod topics;
 pub use clients::{Channel, ClientRegistry, ConsumerGroup};
 pub use config::BrokerConfig;
 pub use delay_levels::{DelayLevels, DEFAULT_DELAY_LEVELS, DELAY_LEVELS_MAX};
+pub use filter::FilterCache;
+pub use groups::{SubscriptionGroupTable, SUBSCRIPTION_GROUPS_FILE, SUBSCRIPTION_GROUPS_MAX};
 pub use locks::LockTable;
 pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
@@ -32,6 +37,7 @@ use std::time::Duration;
 
 use sluice_core::disk::Disk;
 use sluice_core::{Clock, MessageStore};
+use sluice_net::body::SubscriptionGroupConfig;
 use sluice_net::{RpcConfig, RpcServer, Transport};
 use tokio::sync::{Notify, Semaphore};
 
@@ -59,6 +65,9 @@ pub struct Broker<D: Disk, C: Clock> {
     delay_progress: DelayProgress,
     delay_persist: tokio::sync::Mutex<()>,
     locks: LockTable,
+    filters: FilterCache,
+    groups: SubscriptionGroupTable,
+    groups_persist: tokio::sync::Mutex<()>,
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -88,6 +97,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .map_err(|r| Error::Config(format!("delay_levels: {r}")))?;
         let delay_progress = DelayProgress::load(read(DELAY_OFFSETS_FILE)?.as_deref())
             .map_err(|r| meta_err(DELAY_OFFSETS_FILE, r))?;
+        let groups = SubscriptionGroupTable::load(read(SUBSCRIPTION_GROUPS_FILE)?.as_deref())
+            .map_err(|r| meta_err(SUBSCRIPTION_GROUPS_FILE, r))?;
         let store = MessageStore::open(disk.clone(), clock.clone(), config.store.clone()).await?;
         let arrivals = Arc::new(ArrivalSignals::default());
         let signals = Arc::clone(&arrivals);
@@ -104,6 +115,9 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             delay_progress,
             delay_persist: tokio::sync::Mutex::new(()),
             locks: LockTable::new(Duration::from_millis(config.lock_expiry_ms)),
+            filters: FilterCache::default(),
+            groups,
+            groups_persist: tokio::sync::Mutex::new(()),
             config,
             disk,
             clock,
@@ -165,6 +179,32 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         &self.locks
     }
 
+    /// Compiled SQL92 subscriptions.
+    pub fn filters(&self) -> &FilterCache {
+        &self.filters
+    }
+
+    /// Subscription groups.
+    pub fn subscription_groups(&self) -> &SubscriptionGroupTable {
+        &self.groups
+    }
+
+    /// The group's subscription-group config, auto-created (with the
+    /// broker's `max_reconsume_times` as its `retryMaxTimes`) when allowed;
+    /// `None` when the group does not exist and may not be created.
+    pub fn subscription_group(&self, group: &str) -> Option<SubscriptionGroupConfig> {
+        self.groups.find_or_create(
+            group,
+            self.config.auto_create_subscription_group,
+            |name| SubscriptionGroupConfig {
+                group_name: name.to_owned(),
+                retry_max_times: self.config.max_reconsume_times,
+                ..SubscriptionGroupConfig::default()
+            },
+            self.now_ms(),
+        )
+    }
+
     pub(crate) fn delay_persist_lock(&self) -> &tokio::sync::Mutex<()> {
         &self.delay_persist
     }
@@ -207,6 +247,28 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             if let Err(e) = self.disk.replace_atomically(OFFSETS_FILE, &json).await {
                 self.offsets.mark_dirty();
                 tracing::warn!(error = %e, "could not persist consumer offsets");
+            }
+        }
+    }
+
+    /// Writes subscription groups if they changed; false when the write
+    /// failed (the table stays dirty and is retried by the next call).
+    pub async fn persist_subscription_groups(&self) -> bool {
+        // One writer at a time, so an older snapshot never lands last.
+        let _writer = self.groups_persist.lock().await;
+        let Some(json) = self.groups.take_dirty_json() else {
+            return true;
+        };
+        match self
+            .disk
+            .replace_atomically(SUBSCRIPTION_GROUPS_FILE, &json)
+            .await
+        {
+            Ok(()) => true,
+            Err(e) => {
+                self.groups.mark_dirty();
+                tracing::warn!(error = %e, "could not persist subscription groups");
+                false
             }
         }
     }
@@ -278,6 +340,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         }
         register::unregister(&self, &transport).await;
         self.persist_offsets().await;
+        self.persist_subscription_groups().await;
         self.persist_delay_offsets().await;
         self.store.shutdown().await?;
         tracing::info!("broker stopped cleanly");
@@ -303,6 +366,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             }
             if due(self.config.offset_persist_interval_ms) {
                 self.persist_offsets().await;
+                // Auto-created groups are written here, off the pull path.
+                self.persist_subscription_groups().await;
             }
             if due(self.config.retention_interval_ms) {
                 if let Err(e) = self.store.clean_expired() {

@@ -95,6 +95,32 @@ impl OffsetTable {
             .collect()
     }
 
+    /// Topics `group` has committed offsets for, sorted.
+    pub fn topics_of_group(&self, group: &str) -> Vec<String> {
+        self.lock()
+            .file
+            .offset_table
+            .keys()
+            .filter_map(|k| k.split_once('@'))
+            .filter(|(_, g)| *g == group)
+            .map(|(t, _)| t.to_owned())
+            .collect()
+    }
+
+    /// Drops every offset of `group`; true when it had any. (Topic and
+    /// group names cannot hold `@`, so `topic@group` splits one way.)
+    pub fn remove_group(&self, group: &str) -> bool {
+        let mut inner = self.lock();
+        let before = inner.file.offset_table.len();
+        inner
+            .file
+            .offset_table
+            .retain(|k, _| k.split_once('@').is_none_or(|(_, g)| g != group));
+        let removed = inner.file.offset_table.len() != before;
+        inner.dirty |= removed;
+        removed
+    }
+
     /// JSON to persist, if anything changed since the last call.
     pub fn take_dirty_json(&self) -> Option<Vec<u8>> {
         let mut inner = self.lock();
@@ -135,6 +161,21 @@ mod tests {
         t.reset("T", "g", 0, 3);
         assert_eq!(t.get("T", "g", 0), Some(3));
         assert_eq!(t.get("T", "other", 0), None);
+    }
+
+    #[test]
+    fn offsets_are_listed_and_removed_by_group() {
+        let t = OffsetTable::load(None).expect("load");
+        t.commit("T", "g", 0, 1);
+        t.commit("%RETRY%g", "g", 0, 2);
+        t.commit("T", "g2", 0, 3);
+        assert_eq!(t.topics_of_group("g"), vec!["%RETRY%g", "T"]);
+        let _ = t.take_dirty_json();
+        assert!(t.remove_group("g"));
+        assert!(t.topics_of_group("g").is_empty());
+        assert_eq!(t.get("T", "g2", 0), Some(3), "other groups are kept");
+        assert!(t.take_dirty_json().is_some(), "removal is persisted");
+        assert!(!t.remove_group("g"));
     }
 
     #[test]

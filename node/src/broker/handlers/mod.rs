@@ -5,6 +5,8 @@
 
 mod admin;
 mod client;
+mod consume_stats;
+mod group;
 mod lock;
 mod offset;
 mod pull;
@@ -59,15 +61,20 @@ impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
                 | rc::GET_MIN_OFFSET
                 | rc::SEARCH_OFFSET_BY_TIMESTAMP
                 | rc::GET_EARLIEST_MSG_STORETIME => offset::handle(&b, &request),
-                rc::HEART_BEAT | rc::UNREGISTER_CLIENT | rc::GET_CONSUMER_LIST_BY_GROUP => {
-                    client::handle(&b, &ctx, &request).await
-                }
+                rc::HEART_BEAT
+                | rc::UNREGISTER_CLIENT
+                | rc::GET_CONSUMER_LIST_BY_GROUP
+                | rc::CHECK_CLIENT_CONFIG => client::handle(&b, &ctx, &request).await,
                 rc::QUERY_MESSAGE | rc::VIEW_MESSAGE_BY_ID => query::handle(&b, &request),
                 rc::CONSUMER_SEND_MSG_BACK => send_back::handle(&b, &request).await,
                 rc::LOCK_BATCH_MQ | rc::UNLOCK_BATCH_MQ => lock::handle(&b, &request),
                 rc::UPDATE_AND_CREATE_TOPIC
                 | rc::DELETE_TOPIC_IN_BROKER
                 | rc::GET_BROKER_RUNTIME_INFO => admin::handle(&b, &request).await,
+                rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+                | rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+                | rc::DELETE_SUBSCRIPTIONGROUP => group::handle(&b, &request).await,
+                rc::GET_CONSUME_STATS => consume_stats::handle(&b, &request),
                 code => RemotingCommand::response(
                     response_code::REQUEST_CODE_NOT_SUPPORTED,
                     format!("[sluice] request code {code} is not supported"),

@@ -1,14 +1,15 @@
-//! `PULL_MESSAGE`: read a queue from an offset through the tag filter and
-//! answer the stored records byte-for-byte. With the suspend flag, a pull
-//! that finds nothing is held until a message for that queue is dispatched
-//! (an event) or the hold times out, then answered once more.
+//! `PULL_MESSAGE`: check the group may consume, read a queue from an offset
+//! through the subscription's filter (tags, or SQL92 over properties) and
+//! answer the stored records byte-for-byte; records the filter skips still
+//! advance `nextBeginOffset`. With the suspend flag, a pull that finds
+//! nothing is held until a message for that queue is dispatched (an event)
+//! or the hold times out, then answered once more.
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use sluice_core::disk::Disk;
-use sluice_core::message::tags_code;
-use sluice_core::store::{GetResult, GetStatus, TagsFilter};
+use sluice_core::store::{GetResult, GetStatus};
 use sluice_core::{Clock, QueueOffset};
 use sluice_net::header::{
     PullMessageRequestHeader, PullMessageResponseHeader, PULL_FLAG_COMMIT_OFFSET,
@@ -17,6 +18,9 @@ use sluice_net::header::{
 use sluice_net::remoting::response_code;
 use sluice_net::RemotingCommand;
 
+use crate::broker::filter::{
+    is_sql92_type, is_tag_type, tag_filter, PullFilter, EXPRESSION_TYPE_SQL92,
+};
 use crate::broker::response::{bad_request, fail, store_error_response};
 use crate::broker::{Broker, PERM_READ};
 
@@ -33,6 +37,24 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         Ok(h) => h,
         Err(e) => return bad_request(&e),
     };
+    let Some(group) = b.subscription_group(&h.consumer_group) else {
+        return fail(
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!(
+                "[sluice] subscription group [{}] does not exist (and is not auto-created here)",
+                h.consumer_group
+            ),
+        );
+    };
+    if !group.consume_enable {
+        return fail(
+            response_code::NO_PERMISSION,
+            format!(
+                "[sluice] subscription group [{}] may not consume (consumeEnable=false)",
+                h.consumer_group
+            ),
+        );
+    }
     let Some(tc) = b.topics().get(&h.topic) else {
         return fail(
             response_code::TOPIC_NOT_EXIST,
@@ -141,12 +163,12 @@ fn respond(code: i32, got: &GetResult) -> RemotingCommand {
     cmd
 }
 
-/// The tag filter from the request's subscription (when flagged) or the
+/// The filter from the request's subscription (when flagged) or the
 /// group's registered one; everything passes without either.
 fn filter_for<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     h: &PullMessageRequestHeader,
-) -> Result<TagsFilter, RemotingCommand> {
+) -> Result<PullFilter, RemotingCommand> {
     let (expression, kind) = if h.sys_flag & PULL_FLAG_SUBSCRIPTION != 0 {
         (
             h.subscription.clone().unwrap_or_default(),
@@ -157,45 +179,55 @@ fn filter_for<D: Disk, C: Clock>(
     } else {
         (String::new(), None)
     };
-    if kind
-        .as_deref()
-        .is_some_and(|k| !k.eq_ignore_ascii_case("TAG"))
-    {
-        return Err(fail(
-            response_code::SYSTEM_ERROR,
-            "[sluice] SQL92 filtering is not enabled on this broker",
-        ));
-    }
-    Ok(tag_filter(&expression))
+    subscription_filter(b, &h.consumer_group, &h.topic, &expression, kind.as_deref())
 }
 
-/// Parses a tag expression: `*` (or empty) matches all, else `a || b`.
-pub(crate) fn tag_filter(expression: &str) -> TagsFilter {
-    let expr = expression.trim();
-    if expr.is_empty() || expr == "*" {
-        return TagsFilter::default();
+/// The filter for a subscription, or the answer refusing it: an unknown
+/// expression type or a malformed SQL92 expression is
+/// `SUBSCRIPTION_PARSE_FAILED`, SQL92 with `enable_property_filter` off is
+/// `SYSTEM_ERROR` (as RocketMQ). SQL92 expressions are compiled once per
+/// group and topic (see `FilterCache`).
+pub(super) fn subscription_filter<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    group: &str,
+    topic: &str,
+    expression: &str,
+    kind: Option<&str>,
+) -> Result<PullFilter, RemotingCommand> {
+    if is_tag_type(kind) {
+        return Ok(PullFilter::Tags(tag_filter(expression)));
     }
-    TagsFilter {
-        codes: expr
-            .split("||")
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(tags_code)
-            .collect(),
+    if !is_sql92_type(kind) {
+        return Err(fail(
+            response_code::SUBSCRIPTION_PARSE_FAILED,
+            format!(
+                "[sluice] expression type {:?} is not supported (TAG or SQL92)",
+                kind.unwrap_or_default()
+            ),
+        ));
     }
+    if !b.config().enable_property_filter {
+        return Err(fail(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "[sluice] The broker does not support consumer to filter message by {EXPRESSION_TYPE_SQL92} (enable_property_filter is off)"
+            ),
+        ));
+    }
+    b.filters()
+        .sql92(group, topic, expression)
+        .map(PullFilter::Sql92)
+        .map_err(|e| {
+            fail(
+                response_code::SUBSCRIPTION_PARSE_FAILED,
+                format!("[sluice] cannot parse the SQL92 expression {expression:?} {e}"),
+            )
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tag_expressions_parse_like_rocketmq() {
-        assert!(tag_filter("*").codes.is_empty());
-        assert!(tag_filter("  ").codes.is_empty());
-        let f = tag_filter("TagA || TagB");
-        assert_eq!(f.codes, vec![tags_code("TagA"), tags_code("TagB")]);
-    }
 
     #[test]
     fn store_statuses_map_to_rocketmq_pull_codes() {

@@ -42,13 +42,20 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     let mut topic = h.topic.clone();
     let mut queue_id = h.queue_id;
     let reconsume_times = h.reconsume_times.unwrap_or(0);
-    let max_reconsume = h
-        .max_reconsume_times
-        .unwrap_or(b.config().max_reconsume_times);
-    let to_dlq = is_retry_topic(&topic) && reconsume_times >= max_reconsume;
-    if to_dlq {
+    let retry_group = topic
+        .strip_prefix(sluice_core::message::topic::RETRY_GROUP_TOPIC_PREFIX)
+        .map(str::to_owned);
+    let to_dlq = retry_group.as_deref().is_some_and(|group| {
+        // The client's limit wins; else the group's, else the broker's.
+        let max_reconsume = h.max_reconsume_times.unwrap_or_else(|| {
+            b.subscription_groups()
+                .get(group)
+                .map_or(b.config().max_reconsume_times, |g| g.retry_max_times)
+        });
+        reconsume_times >= max_reconsume
+    });
+    if let (true, Some(group)) = (to_dlq, &retry_group) {
         // Exhausted retries go to the group's dead-letter queue.
-        let group = topic.trim_start_matches(sluice_core::message::topic::RETRY_GROUP_TOPIC_PREFIX);
         topic = dlq_topic(group);
         let (_, created) = b
             .topics()

@@ -3,7 +3,9 @@
 //! reconsume, and stores a copy either in the group's retry topic with a
 //! delay level (so it waits in the schedule topic first) or, once the
 //! retries are used up or the consumer asks for it, in the group's
-//! dead-letter topic at once.
+//! dead-letter topic at once. The retry limit is the client's
+//! `maxReconsumeTimes` when it sends one (as RocketMQ does for clients
+//! since 3.4.9), else the subscription group's `retryMaxTimes`.
 
 use bytes::Bytes;
 use sluice_core::disk::Disk;
@@ -70,13 +72,17 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             format!("[sluice] invalid consumer group {:?}: {e}", h.group),
         );
     }
+    let Some(group) = b.subscription_group(&h.group) else {
+        return fail(
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("[sluice] subscription group [{}] does not exist", h.group),
+        );
+    };
     let rec = match load(b, h.offset) {
         Ok(rec) => rec,
         Err(remark) => return fail(response_code::SYSTEM_ERROR, remark),
     };
-    let max = h
-        .max_reconsume_times
-        .unwrap_or(b.config().max_reconsume_times);
+    let max = h.max_reconsume_times.unwrap_or(group.retry_max_times);
     let target = decide(rec.reconsume_times, max, h.delay_level);
     let mut props = match Properties::parse(strip_seal(&rec.properties)) {
         Ok(p) => p,
@@ -98,13 +104,13 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     if let Err(e) = mark(&mut props, &rec.topic, &origin_id, target) {
         return fail(response_code::SYSTEM_ERROR, format!("[sluice] {e}"));
     }
-    let topic = match target {
-        SendBackTarget::Retry { .. } => retry,
-        SendBackTarget::DeadLetter => dlq_topic(&h.group),
+    let (topic, queues) = match target {
+        SendBackTarget::Retry { .. } => (retry, group.retry_queue_nums.max(1)),
+        SendBackTarget::DeadLetter => (dlq_topic(&h.group), 1),
     };
     let (_, created) = b
         .topics()
-        .ensure(&topic, 1, PERM_READ | PERM_WRITE, b.now_ms());
+        .ensure(&topic, queues, PERM_READ | PERM_WRITE, b.now_ms());
     if created {
         b.topics_updated().await;
     }
