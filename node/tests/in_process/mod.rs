@@ -198,3 +198,21 @@ pub fn bodies(records: &[sluice_core::message::StoredRecord]) -> Vec<String> {
         .map(|r| String::from_utf8_lossy(&r.body).into_owned())
         .collect()
 }
+
+/// `GET_CONSUME_STATS` for `group` (all its topics when `topic` is None):
+/// the parsed stats and the raw body.
+pub async fn consume_stats(
+    c: &Client,
+    group: &str,
+    topic: Option<&str>,
+) -> (sluice_net::body::ConsumeStats, String) {
+    let h = sluice_net::header::GetConsumeStatsRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.map(str::to_owned),
+    };
+    let cmd = RemotingCommand::request_with_header(request_code::GET_CONSUME_STATS, &h);
+    let r = c.call(cmd, Duration::from_secs(5)).await.expect("stats");
+    assert_eq!(r.code, 0, "consume stats: {:?}", r.remark);
+    let stats = sluice_net::body::ConsumeStats::parse(&r.body).expect("parse stats");
+    (stats, String::from_utf8_lossy(&r.body).into_owned())
+}
