@@ -1,14 +1,52 @@
-//! `sluice bench`: produce, consume and end-to-end load generators.
-//! (Being written; see the client issue.)
+//! `sluice bench`: produce, consume and end-to-end load generators over the
+//! real client library (`TokioTransport` + `SystemClock`). Every run is bounded
+//! by `--warmup` + `--duration` (plus a fixed drain grace for e2e); latencies
+//! go into HDR histograms; open-loop runs measure from the scheduled send
+//! time, so a stalled broker is charged for every send it delayed.
+//!
+//! Submodules: `args` (flags), `load` (producer workers), `pacer` (open-loop
+//! schedule), `receive` (push and pull consumers), `stamp` (send timestamps
+//! in the body), `stats` (histograms and counters), `progress` (the live
+//! line), `report` (summary), `cluster` (clients and topic creation),
+//! `procstat` (CPU and RSS from /proc), and one file per verb.
+
+mod args;
+mod cluster;
+mod consume;
+mod e2e;
+mod load;
+mod pacer;
+mod procstat;
+mod produce;
+mod progress;
+mod receive;
+mod report;
+mod stamp;
+mod stats;
+
+pub use args::{ConsumeArgs, E2eArgs, ProduceArgs};
 
 /// `sluice bench` verbs.
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCmd {
-    /// Produce load.
-    Produce,
+    /// Produce load: sync, async window, batch or oneway sends, closed loop
+    /// (max throughput) or open loop at `--rate`.
+    Produce(ProduceArgs),
+    /// Consume a topic (replay a backlog or follow it) with push or pull
+    /// consumers; reports msg/s and MB/s.
+    Consume(ConsumeArgs),
+    /// Producers and consumers together; end-to-end latency from the send
+    /// timestamp carried in each body to the consumer's receipt.
+    E2e(E2eArgs),
 }
 
-/// Runs a benchmark against the cluster at `namesrv`.
+/// Runs a benchmark against the cluster at `namesrv`; prints a human
+/// summary, or one JSON object with `json`.
 pub async fn run(cmd: BenchCmd, namesrv: &str, json: bool) -> anyhow::Result<()> {
-    anyhow::bail!("sluice bench {cmd:?} against {namesrv} (json: {json}) is not built yet")
+    let summary = match cmd {
+        BenchCmd::Produce(a) => produce::run(a, namesrv, json).await?,
+        BenchCmd::Consume(a) => consume::run(a, namesrv, json).await?,
+        BenchCmd::E2e(a) => e2e::run(a, namesrv, json).await?,
+    };
+    summary.print(json)
 }
