@@ -2,15 +2,16 @@
 //! message lookup and offset reset.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use sluice_core::message::{decode_offset_msg_id, retry_topic};
 use sluice_core::Clock;
 use sluice_net::body::{
-    self, ClusterInfo, KvTable, TopicList, TopicRouteData, PERM_READ, PERM_WRITE,
+    self, ClusterInfo, KvTable, ResetOffsetBody, TopicList, TopicRouteData, PERM_READ, PERM_WRITE,
 };
 use sluice_net::header::{
     CreateTopicRequestHeader, DeleteTopicRequestHeader, QueryMessageRequestHeader,
-    ViewMessageRequestHeader, UNIQUE_KEY_QUERY,
+    ResetOffsetRequestHeader, ViewMessageRequestHeader, UNIQUE_KEY_QUERY,
 };
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, Transport};
@@ -78,15 +79,40 @@ impl Default for TopicOptions {
     }
 }
 
+/// How long an admin request may take by default: creating a topic
+/// persists the broker's topic table with two fsyncs, which a busy disk can
+/// stretch past the 3 s of an ordinary request.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Administers a cluster through its name servers.
 pub struct Admin<T: Transport, C: Clock> {
     client: ClientInstance<T, C>,
+    timeout: Duration,
 }
 
 impl<T: Transport, C: Clock> Admin<T, C> {
     /// Admin over `client`.
     pub fn new(client: ClientInstance<T, C>) -> Self {
-        Self { client }
+        Self {
+            client,
+            timeout: ADMIN_TIMEOUT,
+        }
+    }
+
+    /// Sets the timeout of each admin request to a broker.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sends an admin request to a broker or name server and requires success.
+    async fn call(&self, addr: &str, request: RemotingCommand) -> Result<RemotingCommand> {
+        let response = self
+            .client
+            .invoke_with_timeout(addr, request, self.timeout)
+            .await?;
+        expect_success(addr, response)
     }
 
     /// The client.
@@ -181,7 +207,7 @@ impl<T: Transport, C: Clock> Admin<T, C> {
                 request_code::UPDATE_AND_CREATE_TOPIC,
                 &header,
             );
-            self.client.invoke_ok(&addr, request).await?;
+            self.call(&addr, request).await?;
         }
         self.client.forget_route(topic);
         Ok(())
@@ -195,14 +221,14 @@ impl<T: Transport, C: Clock> Admin<T, C> {
         for (_, addr) in self.masters(&[]).await? {
             let request =
                 RemotingCommand::request_with_header(request_code::DELETE_TOPIC_IN_BROKER, &header);
-            self.client.invoke_ok(&addr, request).await?;
+            self.call(&addr, request).await?;
         }
         for addr in &self.client.config().namesrv_addrs {
             let request = RemotingCommand::request_with_header(
                 request_code::DELETE_TOPIC_IN_NAMESRV,
                 &header,
             );
-            self.client.invoke_ok(addr, request).await?;
+            self.call(addr, request).await?;
         }
         self.client.forget_route(topic);
         Ok(())
@@ -253,21 +279,37 @@ impl<T: Transport, C: Clock> Admin<T, C> {
     }
 
     /// Moves `group`'s offsets on `topic` to the first message stored at or
-    /// after `timestamp_ms`; returns the new offsets. Stop the group's
-    /// consumers first: a running consumer would commit its own position
-    /// over the reset.
+    /// after `timestamp_ms` (`-1`: the end of each queue), on every broker
+    /// serving the topic; live consumers of the group are told and restart
+    /// their queues there. Returns the new offsets.
     pub async fn reset_offset_by_time(
         &self,
         group: &str,
         topic: &str,
         timestamp_ms: i64,
     ) -> Result<Vec<(MessageQueue, i64)>> {
+        let route = self.client.refresh_route(topic).await?;
+        let header = ResetOffsetRequestHeader {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+            timestamp: timestamp_ms,
+            is_force: Some(true),
+        };
         let mut out = Vec::new();
-        for queue in self.client.subscribe_queues(topic).await? {
-            let offset = api::offset_for_time(&self.client, &queue, timestamp_ms).await?;
-            api::commit_offset(&self.client, group, &queue, offset).await?;
-            out.push((queue, offset));
+        for broker in &route.broker_datas {
+            let Some(addr) = broker.broker_addrs.get(&0) else {
+                continue;
+            };
+            let request = RemotingCommand::request_with_header(
+                request_code::INVOKE_BROKER_TO_RESET_OFFSET,
+                &header,
+            );
+            let response = self.call(addr, request).await?;
+            let body = ResetOffsetBody::parse(&response.body)
+                .map_err(|e| Error::decode("reset offset answer", e))?;
+            out.extend(body.offset_table);
         }
+        out.sort();
         Ok(out)
     }
 

@@ -11,16 +11,16 @@ use bytes::Bytes;
 use sluice_core::message::{java_string_hash, UniqKeyGenerator};
 use sluice_core::Clock;
 use sluice_net::body::{
-    self, BrokerData, ConsumerData, HeartbeatData, ProducerData, TopicRouteData, MASTER_ID,
-    PERM_READ, PERM_WRITE,
+    self, BrokerData, ConsumerData, HeartbeatData, ProducerData, ResetOffsetBody, TopicRouteData,
+    MASTER_ID, PERM_READ, PERM_WRITE,
 };
 use sluice_net::header::{
     CommandHeader, GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader,
-    UnregisterClientRequestHeader,
+    ResetOffsetRequestHeader, UnregisterClientRequestHeader,
 };
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext, RpcClient, Transport};
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::config::ClientConfig;
@@ -50,16 +50,28 @@ struct State {
     consumers: BTreeMap<String, ConsumerData>,
 }
 
-/// Wake-ups for consumers: `NOTIFY_CONSUMER_IDS_CHANGED` per group.
+/// New offsets an operator set for a group's queues.
+pub(crate) type OffsetReset = BTreeMap<MessageQueue, i64>;
+
+/// What brokers tell consumers, per group: `NOTIFY_CONSUMER_IDS_CHANGED`
+/// (rebalance now) and `RESET_CONSUMER_CLIENT_OFFSET` (restart queues at
+/// new offsets).
 #[derive(Default)]
 struct Notices {
     rebalance: Mutex<BTreeMap<String, Arc<Notify>>>,
+    resets: Mutex<BTreeMap<String, mpsc::UnboundedSender<OffsetReset>>>,
 }
 
 impl Notices {
     fn for_group(&self, group: &str) -> Arc<Notify> {
         let mut map = lock(&self.rebalance);
         Arc::clone(map.entry(group.to_owned()).or_default())
+    }
+
+    fn reset(&self, group: &str, table: OffsetReset) {
+        if let Some(tx) = lock(&self.resets).get(group) {
+            let _ = tx.send(table);
+        }
     }
 }
 
@@ -354,6 +366,14 @@ impl<T: Transport, C: Clock> ClientInstance<T, C> {
         notify
     }
 
+    /// The offset resets brokers announce for `group` (one receiver per
+    /// group; a later call replaces the earlier one).
+    pub(crate) fn offset_resets(&self, group: &str) -> mpsc::UnboundedReceiver<OffsetReset> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.inner.notices.resets).insert(group.to_owned(), tx);
+        rx
+    }
+
     /// Removes a consumer group from the heartbeat.
     pub(crate) async fn unregister_consumer(&self, group: &str) {
         let brokers = {
@@ -526,6 +546,26 @@ fn serve_broker_request(notices: &Notices, request: &RemotingCommand) -> Option<
                 notices.for_group(&h.consumer_group).notify_one();
             }
             None
+        }
+        request_code::RESET_CONSUMER_CLIENT_OFFSET => {
+            let parsed = request
+                .header::<ResetOffsetRequestHeader>()
+                .map_err(|e| e.to_string())
+                .and_then(|h| {
+                    ResetOffsetBody::parse(&request.body)
+                        .map(|b| (h.group, b.offset_table))
+                        .map_err(|e| e.to_string())
+                });
+            match parsed {
+                Ok((group, table)) => {
+                    notices.reset(&group, table);
+                    Some(RemotingCommand::success())
+                }
+                Err(e) => Some(RemotingCommand::response(
+                    response_code::SYSTEM_ERROR,
+                    format!("[sluice-client] bad offset reset: {e}"),
+                )),
+            }
         }
         code => Some(RemotingCommand::response(
             response_code::REQUEST_CODE_NOT_SUPPORTED,

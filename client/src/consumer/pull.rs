@@ -104,6 +104,7 @@ pub struct LitePullConsumer<T: Transport, C: Clock> {
     tx: mpsc::Sender<Delivery>,
     rx: tokio::sync::Mutex<mpsc::Receiver<Delivery>>,
     unacked: Mutex<Vec<oneshot::Sender<()>>>,
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl<T: Transport, C: Clock> LitePullConsumer<T, C> {
@@ -117,6 +118,7 @@ impl<T: Transport, C: Clock> LitePullConsumer<T, C> {
             tx,
             rx: tokio::sync::Mutex::new(rx),
             unacked: Mutex::new(Vec::new()),
+            closing: tokio::sync::watch::channel(false).0,
         })
     }
 
@@ -128,17 +130,26 @@ impl<T: Transport, C: Clock> LitePullConsumer<T, C> {
     /// Starts rebalancing and pulling.
     pub async fn start(&self) -> Result<()> {
         let tx = self.tx.clone();
+        let closing = self.closing.subscribe();
         self.push
             .start(handler(move |msgs| {
                 let tx = tx.clone();
+                let mut closing = closing.clone();
                 async move {
+                    // Messages never handed to `poll` stay uncommitted when
+                    // the consumer closes, so they are delivered again.
                     let (ack, acked) = oneshot::channel();
-                    if tx.send((msgs, ack)).await.is_err() {
-                        return ConsumeResult::Retry;
+                    tokio::select! {
+                        biased;
+                        sent = tx.send((msgs, ack)) => if sent.is_err() {
+                            return ConsumeResult::Retry;
+                        },
+                        _ = closing.wait_for(|c| *c) => return ConsumeResult::Retry,
                     }
-                    match acked.await {
-                        Ok(()) => ConsumeResult::Success,
-                        Err(_) => ConsumeResult::Retry,
+                    tokio::select! {
+                        biased;
+                        r = acked => if r.is_ok() { ConsumeResult::Success } else { ConsumeResult::Retry },
+                        _ = closing.wait_for(|c| *c) => ConsumeResult::Retry,
                     }
                 }
             }))
@@ -185,6 +196,8 @@ impl<T: Transport, C: Clock> LitePullConsumer<T, C> {
     /// Commits, then stops like [`PushConsumer::shutdown`].
     pub async fn shutdown(&self) {
         self.commit();
+        tokio::task::yield_now().await;
+        self.closing.send_replace(true);
         self.push.shutdown().await;
     }
 }

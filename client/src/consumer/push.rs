@@ -296,6 +296,13 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
                 me.rebalance().await;
             }
         });
+        let mut resets = self.inner.client.offset_resets(&self.inner.config.group);
+        let me = self.clone();
+        let reset = tokio::spawn(async move {
+            while let Some(table) = resets.recv().await {
+                me.apply_reset(table).await;
+            }
+        });
         let me = self.clone();
         let persist = tokio::spawn(async move {
             let every = me.inner.client.config().persist_offset_interval;
@@ -304,7 +311,7 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
                 me.persist_offsets().await;
             }
         });
-        lock(&self.inner.tasks).extend([rebalance, persist]);
+        lock(&self.inner.tasks).extend([rebalance, reset, persist]);
         Ok(())
     }
 
@@ -320,15 +327,19 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
         }
         let queues: Vec<Arc<QueueState>> = lock(&self.inner.queues).values().cloned().collect();
         for q in &queues {
-            q.dropped.store(true, Ordering::SeqCst);
             for t in lock(&q.tasks).drain(..) {
                 t.abort();
             }
         }
+        // Handlers already running finish and record their progress before
+        // the final offsets are written.
         let all = u32::try_from(self.inner.config.consume_concurrency.max(1)).unwrap_or(u32::MAX);
         let _ = tokio::time::timeout(Duration::from_secs(5), self.inner.permits.acquire_many(all))
             .await;
         self.persist_offsets().await;
+        for q in &queues {
+            q.dropped.store(true, Ordering::SeqCst);
+        }
         if self.inner.config.orderly {
             for q in &queues {
                 self.unlock(&q.mq).await;
@@ -339,6 +350,36 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
             .client
             .unregister_consumer(&self.inner.config.group)
             .await;
+    }
+
+    /// An operator moved the group's offsets: stop the affected queues
+    /// without committing their old position, take the new offsets, and
+    /// let the rebalance restart them there.
+    async fn apply_reset(&self, table: std::collections::BTreeMap<MessageQueue, i64>) {
+        tracing::info!(group = %self.inner.config.group, queues = table.len(), "offsets reset by an operator");
+        for (mq, offset) in &table {
+            let removed = lock(&self.inner.queues).remove(mq);
+            if let Some(q) = removed {
+                q.dropped.store(true, Ordering::SeqCst);
+                for t in lock(&q.tasks).drain(..) {
+                    t.abort();
+                }
+            }
+            self.inner.offsets.update(mq, *offset, false);
+        }
+        let mqs: Vec<MessageQueue> = table.keys().cloned().collect();
+        if let Err(e) = self
+            .inner
+            .offsets
+            .persist(&self.inner.client, &self.inner.config.group, &mqs)
+            .await
+        {
+            tracing::warn!(error = %e, "persisting reset offsets failed");
+        }
+        for mq in &mqs {
+            self.inner.offsets.remove(mq);
+        }
+        self.rebalance().await;
     }
 
     async fn persist_offsets(&self) {
@@ -653,6 +694,11 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
         };
         let result = handler(msgs.clone()).await;
         if q.dropped.load(Ordering::SeqCst) {
+            return;
+        }
+        if result == ConsumeResult::Retry && !self.inner.running.load(Ordering::SeqCst) {
+            // Shutting down: leave the messages pending, so the committed
+            // offset stays before them and they are delivered again later.
             return;
         }
         let mut retry_locally = Vec::new();

@@ -43,21 +43,9 @@ impl ConsumeStats {
         let mut out = String::with_capacity(32 + self.offset_table.len() * 128);
         out.push_str("{\"consumeTps\":");
         out.push_str(&json_text(&self.consume_tps));
-        out.push_str(",\"offsetTable\":{");
-        for (i, (mq, offsets)) in self.offset_table.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str("{\"brokerName\":");
-            out.push_str(&json_text(&mq.broker_name));
-            out.push_str(",\"queueId\":");
-            out.push_str(&mq.queue_id.to_string());
-            out.push_str(",\"topic\":");
-            out.push_str(&json_text(&mq.topic));
-            out.push_str("}:");
-            out.push_str(&json_text(offsets));
-        }
-        out.push_str("}}");
+        out.push_str(",\"offsetTable\":");
+        write_mq_table(&mut out, &self.offset_table);
+        out.push('}');
         out.into_bytes()
     }
 
@@ -91,6 +79,72 @@ impl ConsumeStats {
             return Err(c.error("trailing characters"));
         }
         Ok(stats)
+    }
+}
+
+/// Writes a `MessageQueue`-keyed map the way fastjson does: each key a
+/// bare JSON object with the fields in alphabetical order.
+fn write_mq_table<V: Serialize>(out: &mut String, table: &BTreeMap<MessageQueue, V>) {
+    out.push('{');
+    for (i, (mq, value)) in table.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"brokerName\":");
+        out.push_str(&json_text(&mq.broker_name));
+        out.push_str(",\"queueId\":");
+        out.push_str(&mq.queue_id.to_string());
+        out.push_str(",\"topic\":");
+        out.push_str(&json_text(&mq.topic));
+        out.push_str("}:");
+        out.push_str(&json_text(value));
+    }
+    out.push('}');
+}
+
+/// `INVOKE_BROKER_TO_RESET_OFFSET`'s answer and `RESET_CONSUMER_CLIENT_OFFSET`'s
+/// body: the new offset of each queue, keyed like [`ConsumeStats`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResetOffsetBody {
+    /// Queue → the offset to consume next.
+    pub offset_table: BTreeMap<MessageQueue, i64>,
+}
+
+impl ResetOffsetBody {
+    /// The fastjson form RocketMQ writes.
+    pub fn to_fastjson(&self) -> Vec<u8> {
+        let mut out = String::from("{\"offsetTable\":");
+        write_mq_table(&mut out, &self.offset_table);
+        out.push('}');
+        out.into_bytes()
+    }
+
+    /// Reads the fastjson form (or standard JSON with string keys).
+    pub fn parse(json: &[u8]) -> Result<Self> {
+        let mut c = Cursor { json, at: 0 };
+        let mut body = Self::default();
+        c.expect(b'{')?;
+        if !c.eat(b'}') {
+            loop {
+                let key: String = c.value()?;
+                c.expect(b':')?;
+                if key == "offsetTable" {
+                    body.offset_table = c.offset_table()?;
+                } else {
+                    c.value::<IgnoredAny>()?;
+                }
+                if c.eat(b',') {
+                    continue;
+                }
+                c.expect(b'}')?;
+                break;
+            }
+        }
+        c.skip_ws();
+        if c.at < json.len() {
+            return Err(c.error("trailing characters"));
+        }
+        Ok(body)
     }
 }
 
@@ -165,7 +219,7 @@ impl Cursor<'_> {
         }
     }
 
-    fn offset_table(&mut self) -> Result<BTreeMap<MessageQueue, OffsetWrapper>> {
+    fn offset_table<V: DeserializeOwned>(&mut self) -> Result<BTreeMap<MessageQueue, V>> {
         let mut table = BTreeMap::new();
         if self.peek() == Some(b'n') {
             self.value::<()>()?;
@@ -186,8 +240,8 @@ impl Cursor<'_> {
                 self.value::<MessageQueue>()?
             };
             self.expect(b':')?;
-            let offsets: OffsetWrapper = self.value()?;
-            table.insert(mq, offsets);
+            let value: V = self.value()?;
+            table.insert(mq, value);
             if self.eat(b',') {
                 continue;
             }
@@ -275,6 +329,30 @@ mod tests {
             topic: topic.into(),
             broker_name: "broker-a".into(),
             queue_id,
+        }
+    }
+
+    #[test]
+    fn reset_offset_body_round_trips_in_fastjson_form() {
+        let mut body = ResetOffsetBody::default();
+        for q in 0..3 {
+            body.offset_table.insert(
+                MessageQueue {
+                    topic: "T".to_owned(),
+                    broker_name: "b".to_owned(),
+                    queue_id: q,
+                },
+                i64::from(q) * 10,
+            );
+        }
+        let json = body.to_fastjson();
+        assert!(json.starts_with(b"{\"offsetTable\":{{\"brokerName\":\"b\",\"queueId\":0"));
+        assert_eq!(ResetOffsetBody::parse(&json).expect("parses"), body);
+        for cut in 0..json.len() {
+            assert!(
+                ResetOffsetBody::parse(&json[..cut]).is_err(),
+                "prefix {cut}"
+            );
         }
     }
 

@@ -9,7 +9,7 @@ pub mod fastjson;
 mod route;
 
 pub use admin::{
-    CheckClientRequestBody, ConsumeStats, OffsetWrapper, SubscriptionGroupConfig,
+    CheckClientRequestBody, ConsumeStats, OffsetWrapper, ResetOffsetBody, SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
 };
 pub use broker::{

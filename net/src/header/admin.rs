@@ -52,3 +52,19 @@ command_header! {
         clean_offset: Option<bool> = "cleanOffset",
     }
 }
+
+command_header! {
+    /// `INVOKE_BROKER_TO_RESET_OFFSET` (222, admin to broker) and
+    /// `RESET_CONSUMER_CLIENT_OFFSET` (220, broker to consumers) header.
+    ResetOffsetRequestHeader {
+        /// Topic.
+        topic: String = "topic",
+        /// Consumer group.
+        group: String = "group",
+        /// Reset to the first message stored at or after this time, ms
+        /// (`-1`: the end of each queue).
+        timestamp: i64 = "timestamp",
+        /// Also move offsets forward (otherwise only back).
+        is_force: Option<bool> = "isForce",
+    }
+}

@@ -44,6 +44,8 @@ pub const LOCK_BATCH_MQ: i32 = 41;
 pub const UNLOCK_BATCH_MQ: i32 = 42;
 /// Ask whether the broker accepts a consumer's (non-tag) subscription.
 pub const CHECK_CLIENT_CONFIG: i32 = 46;
+/// Admin: reset a group's offsets to a time and tell its live consumers.
+pub const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
 
 // Broker-to-client requests.
 /// Ask a producer for a half message's state.
@@ -133,6 +135,7 @@ pub fn name(code: i32) -> Option<&'static str> {
         LOCK_BATCH_MQ => "LOCK_BATCH_MQ",
         UNLOCK_BATCH_MQ => "UNLOCK_BATCH_MQ",
         CHECK_CLIENT_CONFIG => "CHECK_CLIENT_CONFIG",
+        INVOKE_BROKER_TO_RESET_OFFSET => "INVOKE_BROKER_TO_RESET_OFFSET",
         CHECK_TRANSACTION_STATE => "CHECK_TRANSACTION_STATE",
         NOTIFY_CONSUMER_IDS_CHANGED => "NOTIFY_CONSUMER_IDS_CHANGED",
         RESET_CONSUMER_CLIENT_OFFSET => "RESET_CONSUMER_CLIENT_OFFSET",

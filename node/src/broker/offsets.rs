@@ -25,7 +25,15 @@ pub struct OffsetTable {
 struct Inner {
     file: OffsetFile,
     dirty: bool,
+    /// After an operator reset: (`topic@group`, queue) → (reset offset,
+    /// wall ms until which commits above it are ignored). A consumer that
+    /// has not yet heard of the reset would otherwise commit its old
+    /// position straight over it; ignoring a commit only repeats messages.
+    fences: BTreeMap<(String, i32), (i64, i64)>,
 }
+
+/// How long commits above a reset offset are ignored after the reset.
+pub const RESET_FENCE_MS: i64 = 3_000;
 
 fn key(topic: &str, group: &str) -> String {
     format!("{topic}@{group}")
@@ -41,7 +49,11 @@ impl OffsetTable {
             None => OffsetFile::default(),
         };
         Ok(Self {
-            inner: Mutex::new(Inner { file, dirty: false }),
+            inner: Mutex::new(Inner {
+                file,
+                dirty: false,
+                fences: BTreeMap::new(),
+            }),
         })
     }
 
@@ -55,10 +67,19 @@ impl OffsetTable {
             .copied()
     }
 
-    /// Records a commit. Older commits arriving late (oneway updates race
-    /// with pull commits) never move the offset back.
-    pub fn commit(&self, topic: &str, group: &str, queue_id: i32, offset: i64) {
+    /// Records a commit at wall time `now_ms`. Older commits arriving late
+    /// (oneway updates race with pull commits) never move the offset back,
+    /// and for [`RESET_FENCE_MS`] after a reset none moves it past the reset.
+    pub fn commit(&self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
         let mut inner = self.lock();
+        let fence_key = (key(topic, group), queue_id);
+        if let Some(&(fenced_at, until)) = inner.fences.get(&fence_key) {
+            if now_ms >= until {
+                inner.fences.remove(&fence_key);
+            } else if offset > fenced_at {
+                return;
+            }
+        }
         let slot = inner
             .file
             .offset_table
@@ -72,9 +93,13 @@ impl OffsetTable {
         inner.dirty = true;
     }
 
-    /// Sets an offset unconditionally (operator reset).
-    pub fn reset(&self, topic: &str, group: &str, queue_id: i32, offset: i64) {
+    /// Sets an offset unconditionally (operator reset at wall time `now_ms`).
+    pub fn reset(&self, topic: &str, group: &str, queue_id: i32, offset: i64, now_ms: i64) {
         let mut inner = self.lock();
+        inner.fences.insert(
+            (key(topic, group), queue_id),
+            (offset, now_ms.saturating_add(RESET_FENCE_MS)),
+        );
         inner
             .file
             .offset_table
@@ -155,20 +180,28 @@ mod tests {
     #[test]
     fn commits_never_move_backwards_but_resets_do() {
         let t = OffsetTable::load(None).expect("load");
-        t.commit("T", "g", 0, 10);
-        t.commit("T", "g", 0, 7);
+        t.commit("T", "g", 0, 10, 0);
+        t.commit("T", "g", 0, 7, 0);
         assert_eq!(t.get("T", "g", 0), Some(10));
-        t.reset("T", "g", 0, 3);
+        t.reset("T", "g", 0, 3, 1_000);
         assert_eq!(t.get("T", "g", 0), Some(3));
+        // A stale commit of the old position right after the reset is ignored...
+        t.commit("T", "g", 0, 10, 1_500);
+        assert_eq!(t.get("T", "g", 0), Some(3));
+        t.commit("T", "g", 0, 3, 1_600);
+        assert_eq!(t.get("T", "g", 0), Some(3));
+        // ...and once the fence expires commits advance again.
+        t.commit("T", "g", 0, 5, 1_000 + RESET_FENCE_MS);
+        assert_eq!(t.get("T", "g", 0), Some(5));
         assert_eq!(t.get("T", "other", 0), None);
     }
 
     #[test]
     fn offsets_are_listed_and_removed_by_group() {
         let t = OffsetTable::load(None).expect("load");
-        t.commit("T", "g", 0, 1);
-        t.commit("%RETRY%g", "g", 0, 2);
-        t.commit("T", "g2", 0, 3);
+        t.commit("T", "g", 0, 1, 0);
+        t.commit("%RETRY%g", "g", 0, 2, 0);
+        t.commit("T", "g2", 0, 3, 0);
         assert_eq!(t.topics_of_group("g"), vec!["%RETRY%g", "T"]);
         let _ = t.take_dirty_json();
         assert!(t.remove_group("g"));
@@ -181,7 +214,7 @@ mod tests {
     #[test]
     fn offsets_round_trip_through_rocketmq_json() {
         let t = OffsetTable::load(None).expect("load");
-        t.commit("T", "g", 1, 42);
+        t.commit("T", "g", 1, 42, 0);
         let json = t.take_dirty_json().expect("dirty");
         assert!(t.take_dirty_json().is_none(), "clean after taking");
         let text = String::from_utf8(json.clone()).expect("utf8");

@@ -1,6 +1,9 @@
-//! The `sluice` command-line tool.
+//! The `sluice` command-line tool: topics, cluster, send, consume, query,
+//! group progress, offset reset and `sluice bench`. Human output by
+//! default, one JSON document per command with `--json`.
 
 mod bench;
+mod verbs;
 
 use clap::Parser;
 
@@ -9,7 +12,12 @@ use clap::Parser;
 #[command(name = "sluice", version, about)]
 struct Cli {
     /// Name server address(es), `;`-separated.
-    #[arg(long, global = true, env = "SLUICE_NAMESRV", default_value = "127.0.0.1:9876")]
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_NAMESRV",
+        default_value = "127.0.0.1:9876"
+    )]
     namesrv: String,
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
@@ -20,17 +28,64 @@ struct Cli {
 
 #[derive(clap::Subcommand, Debug)]
 enum Cmd {
+    /// Create, list, show or delete topics.
+    #[command(subcommand)]
+    Topic(verbs::TopicCmd),
+    /// Brokers of every cluster, with their runtime figures.
+    Cluster,
+    /// Send messages.
+    Send(verbs::SendArgs),
+    /// Consume messages as a member of a group.
+    Consume(verbs::ConsumeArgs),
+    /// Find messages by business key or by id.
+    Query(verbs::QueryArgs),
+    /// Consumer group progress.
+    #[command(subcommand)]
+    Group(verbs::GroupCmd),
+    /// Consumer offsets.
+    #[command(subcommand)]
+    Offset(verbs::OffsetCmd),
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(async move {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        let out = verbs::Output { json: cli.json };
         match cli.cmd {
+            Cmd::Topic(c) => verbs::topic(c, &cli.namesrv, out).await,
+            Cmd::Cluster => verbs::cluster(&cli.namesrv, out).await,
+            Cmd::Send(a) => verbs::send(a, &cli.namesrv, out).await,
+            Cmd::Consume(a) => verbs::consume(a, &cli.namesrv, out).await,
+            Cmd::Query(a) => verbs::query(a, &cli.namesrv, out).await,
+            Cmd::Group(c) => verbs::group(c, &cli.namesrv, out).await,
+            Cmd::Offset(c) => verbs::offset(c, &cli.namesrv, out).await,
             Cmd::Bench(b) => bench::run(b, &cli.namesrv, cli.json).await,
         }
-    })
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -11,6 +11,7 @@ mod lock;
 mod offset;
 mod pull;
 mod query;
+mod reset;
 mod send;
 mod send_back;
 
@@ -75,6 +76,7 @@ impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
                 | rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
                 | rc::DELETE_SUBSCRIPTIONGROUP => group::handle(&b, &request).await,
                 rc::GET_CONSUME_STATS => consume_stats::handle(&b, &request),
+                rc::INVOKE_BROKER_TO_RESET_OFFSET => reset::handle(&b, &request),
                 code => RemotingCommand::response(
                     response_code::REQUEST_CODE_NOT_SUPPORTED,
                     format!("[sluice] request code {code} is not supported"),

@@ -20,8 +20,13 @@ pub(super) fn handle<D: Disk, C: Clock>(
     let result = match req.code {
         rc::QUERY_CONSUMER_OFFSET => req.header().map(|h| query(b, &h)),
         rc::UPDATE_CONSUMER_OFFSET => req.header().map(|h: UpdateConsumerOffsetRequestHeader| {
-            b.offsets()
-                .commit(&h.topic, &h.consumer_group, h.queue_id, h.commit_offset);
+            b.offsets().commit(
+                &h.topic,
+                &h.consumer_group,
+                h.queue_id,
+                h.commit_offset,
+                b.now_ms(),
+            );
             RemotingCommand::success()
         }),
         rc::GET_MAX_OFFSET => req.header().map(|h: QueueRequestHeader| {

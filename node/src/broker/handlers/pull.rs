@@ -81,8 +81,13 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         Err(resp) => return resp,
     };
     if h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
-        b.offsets()
-            .commit(&h.topic, &h.consumer_group, h.queue_id, h.commit_offset);
+        b.offsets().commit(
+            &h.topic,
+            &h.consumer_group,
+            h.queue_id,
+            h.commit_offset,
+            b.now_ms(),
+        );
     }
     let offset = QueueOffset(u64::try_from(h.queue_offset).unwrap_or(0));
     let max = usize::try_from(h.max_msg_nums)

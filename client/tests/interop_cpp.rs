@@ -1,0 +1,143 @@
+//! The Sluice client and the official RocketMQ C++ client (`PyPI`
+//! `rocketmq` 0.4.4) exchange messages through a real node, both ways, with body,
+//! tags, keys and user properties intact.
+
+#[path = "../../node/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_client::consumer::handler;
+use sluice_client::{
+    ClientConfig, ClientInstance, ConsumeFrom, ConsumeResult, Message, MessageExt, Producer,
+    ProducerConfig, PushConsumer, PushConsumerConfig, Subscription,
+};
+use sluice_core::SystemClock;
+use sluice_net::TokioTransport;
+use support::Node;
+
+const COUNT: usize = 200;
+
+fn python() -> Option<String> {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let has_client = Command::new(&python)
+        .args(["-c", "import rocketmq.client"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_client {
+        assert!(
+            std::env::var("SLUICE_SKIP_CPP_INTEROP").is_ok(),
+            "the C++ client is missing: run `pip install rocketmq==0.4.4` (bash .ci/test does) or set SLUICE_SKIP_CPP_INTEROP=1"
+        );
+        return None;
+    }
+    Some(python)
+}
+
+fn peer(python: &str, args: &[&str]) -> std::process::Output {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/cpp_peer.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run the C++ peer");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    out
+}
+
+fn client(node: &Node, name: &str) -> ClientInstance<TokioTransport, SystemClock> {
+    ClientInstance::new(
+        TokioTransport,
+        SystemClock::new(),
+        ClientConfig::new(&node.namesrv).with_instance_name(name),
+    )
+}
+
+fn check(m: &MessageExt, prefix: &str) -> usize {
+    let body = String::from_utf8_lossy(&m.body).into_owned();
+    let i: usize = body
+        .strip_prefix(prefix)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected body {body}"));
+    assert_eq!(
+        m.tags(),
+        Some(if i % 2 == 0 { "TagA" } else { "TagB" }),
+        "{body}"
+    );
+    assert_eq!(m.keys().collect::<Vec<_>>(), [format!("key-{i}")], "{body}");
+    assert_eq!(m.property("idx"), Some(i.to_string().as_str()), "{body}");
+    i
+}
+
+#[test]
+fn messages_cross_between_the_sluice_and_cpp_clients_intact() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    let count = COUNT.to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    // C++ produces, Sluice consumes.
+    let out = peer(&python, &["produce", &node.namesrv, "FromCpp", &count]);
+    assert!(out.status.success(), "the C++ producer failed");
+    let producer = rt.block_on(sluice_side(&node));
+
+    // Sluice produced; C++ consumes.
+    let out = peer(&python, &["consume", &node.namesrv, "FromSluice", &count]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("OK received"),
+        "the C++ consumer did not receive everything intact"
+    );
+    rt.block_on(producer.client().shutdown());
+}
+
+/// Consumes what the C++ client sent, then sends for it to consume.
+async fn sluice_side(node: &Node) -> Producer<TokioTransport, SystemClock> {
+    let mut config = PushConsumerConfig::new("sluice-reads-cpp");
+    config.consume_from = ConsumeFrom::FirstOffset;
+    config.hold = Duration::from_secs(2);
+    let consumer = PushConsumer::new(client(node, "reader"), config).expect("consumer");
+    consumer.subscribe(Subscription::all("FromCpp"));
+    let seen: Arc<Mutex<BTreeMap<usize, MessageExt>>> = Arc::default();
+    let s = Arc::clone(&seen);
+    consumer
+        .start(handler(move |msgs: Vec<MessageExt>| {
+            let s = Arc::clone(&s);
+            async move {
+                for m in msgs {
+                    let i = check(&m, "cpp-");
+                    s.lock().expect("lock").insert(i, m);
+                }
+                ConsumeResult::Success
+            }
+        }))
+        .await
+        .expect("start");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while seen.lock().expect("lock").len() < COUNT {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Sluice consumer got {} of {COUNT}",
+            seen.lock().expect("lock").len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    consumer.shutdown().await;
+
+    let producer = Producer::new(client(node, "writer"), ProducerConfig::new("sluice-writes"));
+    for i in 0..COUNT {
+        let m = Message::new("FromSluice", format!("sluice-{i}"))
+            .with_tags(if i % 2 == 0 { "TagA" } else { "TagB" })
+            .with_keys([format!("key-{i}")])
+            .with_property("idx", i.to_string());
+        producer.send(&m).await.expect("send");
+    }
+    producer
+}

@@ -1,0 +1,77 @@
+//! `INVOKE_BROKER_TO_RESET_OFFSET`: move a group's offsets on a topic to the
+//! first message stored at or after a time, record them (an operator reset
+//! may move offsets back, unlike a consumer's commit), and tell the group's
+//! live consumers with `RESET_CONSUMER_CLIENT_OFFSET` so they restart their
+//! queues there instead of committing their old position over the reset.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_core::disk::Disk;
+use sluice_core::Clock;
+use sluice_net::body::{MessageQueue, ResetOffsetBody};
+use sluice_net::header::ResetOffsetRequestHeader;
+use sluice_net::remoting::{request_code as rc, response_code};
+use sluice_net::RemotingCommand;
+
+use crate::broker::response::{bad_request, fail, store_error_response};
+use crate::broker::Broker;
+
+pub(super) fn handle<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let h: ResetOffsetRequestHeader = match req.header() {
+        Ok(h) => h,
+        Err(e) => return bad_request(&e),
+    };
+    let Some(topic) = b.topics().get(&h.topic) else {
+        return fail(
+            response_code::TOPIC_NOT_EXIST,
+            format!("[sluice] topic {} does not exist", h.topic),
+        );
+    };
+    let force = h.is_force.unwrap_or(true);
+    let mut body = ResetOffsetBody::default();
+    for queue_id in 0..topic.read_queue_nums {
+        let target = if h.timestamp < 0 {
+            b.store().max_offset(&h.topic, queue_id).0
+        } else {
+            match b
+                .store()
+                .search_offset_by_time(&h.topic, queue_id, h.timestamp)
+            {
+                Ok(q) => q.0,
+                Err(e) => return store_error_response(&e),
+            }
+        };
+        let target = i64::try_from(target).unwrap_or(i64::MAX);
+        let current = b.offsets().get(&h.topic, &h.group, queue_id);
+        let offset = match current {
+            Some(c) if !force && c < target => c,
+            _ => target,
+        };
+        b.offsets()
+            .reset(&h.topic, &h.group, queue_id, offset, b.now_ms());
+        body.offset_table.insert(
+            MessageQueue {
+                topic: h.topic.clone(),
+                broker_name: b.config().broker_name.clone(),
+                queue_id,
+            },
+            offset,
+        );
+    }
+    let json = Bytes::from(body.to_fastjson());
+    for conn in b.clients().consumer_connections(&h.group) {
+        let mut cmd = RemotingCommand::request_with_header(rc::RESET_CONSUMER_CLIENT_OFFSET, &h)
+            .with_body(json.clone());
+        cmd.mark_oneway();
+        tokio::spawn(async move {
+            if let Err(e) = conn.invoke_oneway(cmd, Duration::from_secs(3)).await {
+                tracing::debug!(error = %e, "offset reset notification failed");
+            }
+        });
+    }
+    RemotingCommand::success().with_body(json)
+}
