@@ -12,6 +12,8 @@
 //! flush_mode = "async"            # or "sync" (group commit; ack after fsync)
 //! auto_create_topic = true
 //! commit_log_segment_bytes = 1073741824
+//! index_slots = 5000000          # hash slots per index file (RocketMQ's)
+//! index_entries = 20000000       # entries per index file (420 MB files)
 //! file_reserved_hours = 72
 //! delay_levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 //! max_reconsume_times = 16
@@ -52,6 +54,10 @@ pub struct BrokerFile {
     pub commit_log_segment_bytes: Option<u64>,
     /// Retention by age.
     pub file_reserved_hours: Option<u64>,
+    /// Hash slots per index file.
+    pub index_slots: Option<u32>,
+    /// Entries per index file.
+    pub index_entries: Option<u32>,
     /// Largest message body.
     pub body_bytes_max: Option<usize>,
     /// Also listen on port − 2.
@@ -107,6 +113,21 @@ impl BrokerFile {
                 ));
             }
             c.store.commit_log_segment_bytes = v;
+        }
+        for (name, value, slot) in [
+            ("index_slots", self.index_slots, &mut c.store.index_slots),
+            (
+                "index_entries",
+                self.index_entries,
+                &mut c.store.index_entries,
+            ),
+        ] {
+            if let Some(v) = value {
+                if v == 0 {
+                    return Err(Error::Config(format!("{name} must be at least 1")));
+                }
+                *slot = v;
+            }
         }
         if let Some(v) = self.file_reserved_hours {
             c.store.file_reserved_ms = v.saturating_mul(3_600_000);
@@ -197,6 +218,15 @@ mod tests {
         .into_config()
         .expect("valid");
         assert!(!c.enable_property_filter && !c.auto_create_subscription_group);
+        let (c, _) = BrokerFile::parse("index_slots = 64\nindex_entries = 256")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert_eq!((c.store.index_slots, c.store.index_entries), (64, 256));
+        assert!(BrokerFile::parse("index_slots = 0")
+            .expect("parses")
+            .into_config()
+            .is_err());
         assert!(BrokerFile::parse("flush_mode = \"maybe\"")
             .expect("parses")
             .into_config()

@@ -35,20 +35,29 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// A name server and a broker in one process, on an embedded data dir.
+    /// The broker takes its settings from `--config` (a broker TOML file,
+    /// every key optional); the flags below override the file, and the
+    /// broker always registers with the embedded name server.
     Standalone {
-        /// Data directory (created if missing).
-        #[arg(long, default_value = "./sluice-data")]
-        data_dir: PathBuf,
+        /// Broker configuration file (the `broker` subcommand's format).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Data directory, created if missing [default: the file's
+        /// `data_dir`, else ./sluice-data].
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
         /// Name server listen address.
         #[arg(long, default_value = "127.0.0.1:9876")]
         namesrv_listen: String,
-        /// Broker listen address (port − 2 is served too, for old clients).
-        #[arg(long, default_value = "127.0.0.1:10911")]
-        broker_listen: String,
+        /// Broker listen address; port − 2 is served too, for old clients
+        /// [default: the file's `listen`, else 127.0.0.1:10911].
+        #[arg(long)]
+        broker_listen: Option<String>,
         /// `async` (ack from page cache, RocketMQ's default) or `sync`
-        /// (ack after fsync, with group commit).
-        #[arg(long, default_value = "async")]
-        flush: String,
+        /// (ack after fsync, with group commit) [default: the file's
+        /// `flush_mode`, else async].
+        #[arg(long)]
+        flush: Option<String>,
     },
 }
 
@@ -86,22 +95,30 @@ async fn run(command: Command) -> anyhow::Result<()> {
             run_broker(config, PathBuf::from(data_dir), stop).await?;
         }
         Command::Standalone {
+            config,
             data_dir,
             namesrv_listen,
             broker_listen,
             flush,
         } => {
+            let file = match config {
+                Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
+                None => BrokerFile::default(),
+            };
+            let (mut config, file_data_dir) = file.into_config()?;
+            if let Some(listen) = broker_listen {
+                config.listen = listen;
+            }
+            if let Some(flush) = flush {
+                config.store.flush_mode = parse_flush_mode(&flush)?;
+            }
+            let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(file_data_dir));
             let ns_config = NameServerConfig {
                 listen_addr: namesrv_listen,
                 ..NameServerConfig::default()
             };
             let ns = NameServer::start(ns_config, SystemClock::new(), &TokioTransport).await?;
-            let mut config = BrokerConfig {
-                listen: broker_listen,
-                namesrv_addrs: vec![ns.local_addr().to_string()],
-                ..BrokerConfig::default()
-            };
-            config.store.flush_mode = parse_flush_mode(&flush)?;
+            config.namesrv_addrs = vec![ns.local_addr().to_string()];
             let result = run_broker(config, data_dir, stop).await;
             ns.shutdown().await;
             result?;

@@ -51,6 +51,8 @@ pub struct Node {
     pub data_dir: PathBuf,
     pub namesrv: String,
     pub broker: String,
+    /// The broker TOML file passed with `--config`, if any.
+    pub config: Option<PathBuf>,
 }
 
 /// A port `p` such that `p` and `p - 2` (the VIP port) are free now.
@@ -82,10 +84,35 @@ impl Node {
         Self::start_on(data_dir, flush, ns, broker)
     }
 
+    /// Starts with a broker TOML file (written beside the data) whose
+    /// settings apply; the harness still picks the ports and data dir.
+    pub fn start_with_config(data_dir: &Path, flush: &str, broker_toml: &str) -> Self {
+        let path = data_dir.join("broker.toml");
+        std::fs::write(&path, broker_toml).expect("write broker.toml");
+        let ns = format!("127.0.0.1:{}", free_port());
+        let broker = format!("127.0.0.1:{}", free_port_pair());
+        Self::launch(data_dir, flush, ns, broker, Some(path))
+    }
+
     /// Starts on explicit addresses (restarts reuse them).
     pub fn start_on(data_dir: &Path, flush: &str, namesrv: String, broker: String) -> Self {
-        let mut child = Command::new(node_binary())
-            .args(["standalone", "--data-dir"])
+        Self::launch(data_dir, flush, namesrv, broker, None)
+    }
+
+    fn launch(
+        data_dir: &Path,
+        flush: &str,
+        namesrv: String,
+        broker: String,
+        config: Option<PathBuf>,
+    ) -> Self {
+        let mut command = Command::new(node_binary());
+        command.arg("standalone");
+        if let Some(path) = &config {
+            command.arg("--config").arg(path);
+        }
+        let mut child = command
+            .arg("--data-dir")
             .arg(data_dir)
             .args([
                 "--namesrv-listen",
@@ -120,6 +147,7 @@ impl Node {
             data_dir: data_dir.to_owned(),
             namesrv,
             broker,
+            config,
         }
     }
 
@@ -140,14 +168,25 @@ impl Node {
         }
     }
 
-    /// Restarts on the same data dir and ports.
+    /// Restarts on the same data dir, ports and config file.
     pub fn restart(mut self, flush: &str) -> Self {
         self.stop();
-        Self::start_on(
+        self.relaunch(flush)
+    }
+
+    /// `kill -9`, then starts again on the same data dir, ports and config.
+    pub fn restart_after_kill9(mut self, flush: &str) -> Self {
+        self.kill9();
+        self.relaunch(flush)
+    }
+
+    fn relaunch(&mut self, flush: &str) -> Self {
+        Self::launch(
             &self.data_dir.clone(),
             flush,
             self.namesrv.clone(),
             self.broker.clone(),
+            self.config.clone(),
         )
     }
 }
