@@ -30,10 +30,14 @@ impl Proc {
         cpu_of(&stat)
     }
 
-    /// Resident set size, KiB.
-    pub fn rss_kib(&self) -> Option<u64> {
+    /// Resident set size, KiB: all of it, and its anonymous part (heap
+    /// and stacks, without mapped files such as CommitLog segments).
+    pub fn rss_kib(&self) -> Option<(u64, Option<u64>)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.0)).ok()?;
-        rss_of(&status)
+        Some((
+            status_kib(&status, "VmRSS:")?,
+            status_kib(&status, "RssAnon:"),
+        ))
     }
 }
 
@@ -48,8 +52,8 @@ fn cpu_of(stat: &str) -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 1000 / USER_HZ))
 }
 
-fn rss_of(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+fn status_kib(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -65,8 +69,10 @@ mod tests {
     }
 
     #[test]
-    fn rss_comes_from_vmrss() {
-        assert_eq!(rss_of("Name:\tx\nVmRSS:\t  1234 kB\n"), Some(1234));
-        assert_eq!(rss_of("Name:\tx\n"), None);
+    fn rss_comes_from_vmrss_and_rssanon() {
+        let status = "Name:\tx\nVmRSS:\t  1234 kB\nRssAnon:\t 200 kB\n";
+        assert_eq!(status_kib(status, "VmRSS:"), Some(1234));
+        assert_eq!(status_kib(status, "RssAnon:"), Some(200));
+        assert_eq!(status_kib("Name:\tx\n", "VmRSS:"), None);
     }
 }

@@ -51,8 +51,12 @@ pub struct Cost {
     /// Broker CPU over the window, in cores (1.0 = one core busy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker_cores: Option<f64>,
+    /// Broker RSS at the end, mapped CommitLog and queue files included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker_rss_mib: Option<f64>,
+    /// The anonymous part of it (heap, stacks): what configuration bounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_rss_anon_mib: Option<f64>,
 }
 
 /// CPU readings at the start of the measured window.
@@ -91,8 +95,11 @@ impl CpuMark {
                     Some(round2(used.as_secs_f64() / elapsed.as_secs_f64().max(1e-9)));
             }
             #[expect(clippy::cast_precision_loss, reason = "KiB far below 2^52")]
-            let rss = p.rss_kib().and_then(|k| round1(k as f64 / 1024.0));
-            cost.broker_rss_mib = rss;
+            let mib = |kib: u64| round1(kib as f64 / 1024.0);
+            if let Some((all, anon)) = p.rss_kib() {
+                cost.broker_rss_mib = mib(all);
+                cost.broker_rss_anon_mib = anon.and_then(mib);
+            }
         }
         cost
     }
@@ -226,6 +233,9 @@ impl Summary {
         }
         if let Some(x) = c.broker_rss_mib {
             cost.push(format!("broker RSS {x} MiB"));
+        }
+        if let Some(x) = c.broker_rss_anon_mib {
+            cost.push(format!("(anonymous {x} MiB)"));
         }
         if !cost.is_empty() {
             out.push(format!("  cost: {}", cost.join(" · ")));
