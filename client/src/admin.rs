@@ -7,36 +7,38 @@ use std::time::Duration;
 use sluice_core::message::{decode_offset_msg_id, retry_topic};
 use sluice_core::Clock;
 use sluice_net::body::{
-    self, ClusterInfo, KvTable, ResetOffsetBody, TopicList, TopicRouteData, PERM_READ, PERM_WRITE,
+    self, ClusterInfo, ConsumeStats, KvTable, ResetOffsetBody, TopicList, TopicRouteData,
+    PERM_READ, PERM_WRITE,
 };
 use sluice_net::header::{
-    CreateTopicRequestHeader, DeleteTopicRequestHeader, QueryMessageRequestHeader,
-    ResetOffsetRequestHeader, ViewMessageRequestHeader, UNIQUE_KEY_QUERY,
+    CreateTopicRequestHeader, DeleteTopicRequestHeader, GetConsumeStatsRequestHeader,
+    QueryMessageRequestHeader, ResetOffsetRequestHeader, ViewMessageRequestHeader,
+    UNIQUE_KEY_QUERY,
 };
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, Transport};
 
-use crate::consumer::api;
 use crate::error::{Error, Result};
 use crate::instance::{expect_success, ClientInstance};
 use crate::message::{decode_messages, MessageExt, MessageQueue};
 
-/// Progress of one queue for one group.
+/// Progress of one queue for one group (`GET_CONSUME_STATS`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueProgress {
     /// The queue.
     pub queue: MessageQueue,
     /// Next offset to be written.
     pub broker_offset: i64,
-    /// The group's committed offset (`None`: never committed).
-    pub consumer_offset: Option<i64>,
+    /// The group's committed offset (0 when it never committed).
+    pub consumer_offset: i64,
+    /// Store time of the last consumed message, ms (0: none).
+    pub last_timestamp_ms: i64,
 }
 
 impl QueueProgress {
-    /// Messages written but not consumed (a queue never consumed counts
-    /// everything stored).
+    /// Messages written but not consumed.
     pub fn lag(&self) -> i64 {
-        (self.broker_offset - self.consumer_offset.unwrap_or(0)).max(0)
+        (self.broker_offset - self.consumer_offset).max(0)
     }
 }
 
@@ -255,26 +257,22 @@ impl<T: Transport, C: Clock> Admin<T, C> {
         self.client.refresh_route(topic).await
     }
 
-    /// Per-queue progress of `group` on `topic` and on the group's retry topic.
-    pub async fn group_progress(&self, group: &str, topic: &str) -> Result<Vec<QueueProgress>> {
-        let mut out = Vec::new();
-        for t in [topic.to_owned(), retry_topic(group)] {
-            let queues = match self.client.subscribe_queues(&t).await {
-                Ok(q) => q,
-                // The retry topic exists only after a first failure.
-                Err(Error::NoRoute(_)) if t != topic => continue,
-                Err(e) => return Err(e),
-            };
-            for queue in queues {
-                let broker_offset = api::max_offset(&self.client, &queue).await?;
-                let consumer_offset = api::committed_offset(&self.client, group, &queue).await?;
-                out.push(QueueProgress {
-                    queue,
-                    broker_offset,
-                    consumer_offset,
-                });
+    /// Per-queue progress of `group` from every master: on `topic` and
+    /// the group's retry topic, or with `None` on every topic the group
+    /// subscribes to or has offsets for.
+    pub async fn group_progress(
+        &self,
+        group: &str,
+        topic: Option<&str>,
+    ) -> Result<Vec<QueueProgress>> {
+        let mut out = self.stats(group, topic).await?;
+        if let Some(topic) = topic {
+            let retry = retry_topic(group);
+            if topic != retry {
+                out.extend(self.stats(group, Some(&retry)).await?);
             }
         }
+        out.sort_by(|a, b| a.queue.cmp(&b.queue));
         Ok(out)
     }
 
@@ -395,6 +393,33 @@ impl<T: Transport, C: Clock> Admin<T, C> {
             )));
         };
         Ok(self.query(topic, id, 32, true).await?.into_iter().next())
+    }
+
+    async fn stats(&self, group: &str, topic: Option<&str>) -> Result<Vec<QueueProgress>> {
+        let header = GetConsumeStatsRequestHeader {
+            consumer_group: group.to_owned(),
+            topic: topic.map(str::to_owned),
+        };
+        let mut out = Vec::new();
+        for (_, addr) in self.masters(&[]).await? {
+            let request =
+                RemotingCommand::request_with_header(request_code::GET_CONSUME_STATS, &header);
+            let response = self.call(&addr, request).await?;
+            let stats = ConsumeStats::parse(&response.body)
+                .map_err(|e| Error::decode("consume stats", e))?;
+            out.extend(
+                stats
+                    .offset_table
+                    .into_iter()
+                    .map(|(queue, o)| QueueProgress {
+                        queue,
+                        broker_offset: o.broker_offset,
+                        consumer_offset: o.consumer_offset,
+                        last_timestamp_ms: o.last_timestamp,
+                    }),
+            );
+        }
+        Ok(out)
     }
 
     async fn broker_name_of(&self, addr: &str) -> Option<String> {

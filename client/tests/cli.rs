@@ -45,7 +45,10 @@ fn json_lines(out: &Output) -> Vec<Value> {
 }
 
 /// Waits for a real process; this harness is not simulated code.
-#[expect(clippy::disallowed_methods, reason = "the test waits for real processes")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test waits for real processes"
+)]
 fn pause(d: Duration) {
     std::thread::sleep(d);
 }
@@ -62,7 +65,10 @@ fn wait_registered(node: &Node) {
 }
 
 #[test]
-#[expect(clippy::too_many_lines, reason = "one scenario walks every verb in order")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario walks every verb in order"
+)]
 fn every_verb_works_against_a_standalone_node() {
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), "async");

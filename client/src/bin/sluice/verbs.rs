@@ -1,5 +1,6 @@
 //! The everyday verbs of `sluice`: thin layers over the client library.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -140,10 +141,11 @@ async fn topic_inner(
                             .join(" ")
                     })
                     .unwrap_or_default();
-                human.push_str(&format!(
-                    "{:<20} {:>6} {:>6} {:>5}  {addrs}\n",
+                let _ = writeln!(
+                    human,
+                    "{:<20} {:>6} {:>6} {:>5}  {addrs}",
                     q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm
-                ));
+                );
             }
             let queues: Vec<Value> = route
                 .queue_datas
@@ -197,8 +199,9 @@ pub async fn cluster(namesrv: &str, out: Output) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for b in &brokers {
         let get = |k: &str| b.runtime.get(k).cloned().unwrap_or_else(|| "-".to_owned());
-        human.push_str(&format!(
-            "{:<14} {:<16} {:>3} {:<22} {:>16} {:>8}  {}\n",
+        let _ = writeln!(
+            human,
+            "{:<14} {:<16} {:>3} {:<22} {:>16} {:>8}  {}",
             b.cluster,
             b.broker_name,
             b.broker_id,
@@ -206,7 +209,7 @@ pub async fn cluster(namesrv: &str, out: Output) -> anyhow::Result<()> {
             get("commitLogMaxOffset"),
             get("topicCount"),
             get("brokerVersionDesc"),
-        ));
+        );
         rows.push(
             json!({"cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id,
                          "addr": b.addr, "runtime": b.runtime}),
@@ -274,15 +277,16 @@ pub async fn send(args: SendArgs, namesrv: &str, out: Output) -> anyhow::Result<
     for _ in 0..args.count {
         match producer.send(&msg).await {
             Ok(r) => {
-                human.push_str(&format!(
-                    "{:?} msgId={} offsetMsgId={} queue={}:{} offset={}\n",
+                let _ = writeln!(
+                    human,
+                    "{:?} msgId={} offsetMsgId={} queue={}:{} offset={}",
                     r.status,
                     r.msg_id,
                     r.offset_msg_id,
                     r.queue.broker_name,
                     r.queue.queue_id,
                     r.queue_offset
-                ));
+                );
                 results.push(
                     json!({"status": format!("{:?}", r.status), "msgId": r.msg_id,
                     "offsetMsgId": r.offset_msg_id, "brokerName": r.queue.broker_name,
@@ -392,11 +396,11 @@ pub async fn consume(args: ConsumeArgs, namesrv: &str, out: Output) -> anyhow::R
     let stop = tokio::signal::ctrl_c();
     tokio::pin!(stop);
     'outer: while received < limit {
-        let want = usize::try_from(limit - received)
+        let batch_max = usize::try_from(limit - received)
             .unwrap_or(usize::MAX)
             .min(256);
         let batch = tokio::select! {
-            r = consumer.poll(want, wait) => r?,
+            r = consumer.poll(batch_max, wait) => r?,
             _ = &mut stop => break 'outer,
         };
         if batch.is_empty() {
@@ -433,7 +437,7 @@ pub struct QueryArgs {
     /// Business key (needs --topic).
     #[arg(long, requires = "topic")]
     key: Option<String>,
-    /// Message id: an offset id, or a client id (UNIQ_KEY, needs --topic).
+    /// Message id: an offset id, or a client id (`UNIQ_KEY`, needs --topic).
     #[arg(long)]
     id: Option<String>,
     /// Topic.
@@ -479,9 +483,10 @@ pub enum GroupCmd {
         /// Consumer group.
         #[arg(long)]
         group: String,
-        /// Topic.
+        /// Only this topic (and the group's retry topic); default: every
+        /// topic the group consumes.
         #[arg(long)]
-        topic: String,
+        topic: Option<String>,
     },
 }
 
@@ -489,34 +494,36 @@ pub enum GroupCmd {
 pub async fn group(cmd: GroupCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
     let GroupCmd::Progress { group, topic } = cmd;
     let admin = Admin::new(client(namesrv));
-    let progress = admin.group_progress(&group, &topic).await;
+    let progress = admin.group_progress(&group, topic.as_deref()).await;
     admin.client().shutdown().await;
-    let progress = progress.with_context(|| format!("progress of {group} on {topic}"))?;
+    let progress = progress.with_context(|| format!("progress of group {group}"))?;
     let mut human = format!(
-        "{:<28} {:<16} {:>5} {:>14} {:>14} {:>10}\n",
+        "{:<28} {:<16} {:>5} {:>14} {:>14} {:>10}  LAST CONSUMED (ms)\n",
         "TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFF.", "LAG"
     );
     let mut total = 0;
     let mut rows = Vec::new();
     for p in &progress {
         total += p.lag();
-        human.push_str(&format!(
-            "{:<28} {:<16} {:>5} {:>14} {:>14} {:>10}\n",
+        let _ = writeln!(
+            human,
+            "{:<28} {:<16} {:>5} {:>14} {:>14} {:>10}  {}",
             p.queue.topic,
             p.queue.broker_name,
             p.queue.queue_id,
             p.broker_offset,
-            p.consumer_offset
-                .map_or_else(|| "-".to_owned(), |o| o.to_string()),
-            p.lag()
-        ));
+            p.consumer_offset,
+            p.lag(),
+            p.last_timestamp_ms
+        );
         rows.push(
             json!({"topic": p.queue.topic, "brokerName": p.queue.broker_name,
             "queueId": p.queue.queue_id, "brokerOffset": p.broker_offset,
-            "consumerOffset": p.consumer_offset, "lag": p.lag()}),
+            "consumerOffset": p.consumer_offset, "lastTimestamp": p.last_timestamp_ms,
+            "lag": p.lag()}),
         );
     }
-    human.push_str(&format!("total lag: {total}\n"));
+    let _ = writeln!(human, "total lag: {total}");
     out.print(
         &human,
         &json!({"group": group, "queues": rows, "totalLag": total}),
@@ -563,10 +570,7 @@ pub async fn offset(cmd: OffsetCmd, namesrv: &str, out: Output) -> anyhow::Resul
     let mut human = String::new();
     let mut rows = Vec::new();
     for (q, o) in &reset {
-        human.push_str(&format!(
-            "{}:{}:{} -> {o}\n",
-            q.topic, q.broker_name, q.queue_id
-        ));
+        let _ = writeln!(human, "{}:{}:{} -> {o}", q.topic, q.broker_name, q.queue_id);
         rows.push(json!({"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id, "offset": o}));
     }
     out.print(
