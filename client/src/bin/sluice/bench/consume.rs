@@ -49,6 +49,7 @@ pub async fn run(args: ConsumeArgs, namesrv: &str, json: bool) -> anyhow::Result
     };
     let mut receivers = Receivers::start(&plan, &stats).await?;
     let live = progress::start(
+        timing.warmup,
         timing.warmup + timing.duration,
         json,
         &stamper,

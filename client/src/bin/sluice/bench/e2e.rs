@@ -140,6 +140,7 @@ impl Run<'_> {
         };
         self.recv.measure_from(window.measure_from);
         let live = progress::start(
+            self.timing.warmup,
             self.timing.warmup + self.timing.duration,
             self.json,
             self.stamper,

@@ -93,8 +93,9 @@ impl Schedule {
         self.permits.close();
     }
 
-    /// Releases permits as slots fall due, until `end` or [`Schedule::stop`];
-    /// then closes the semaphore so idle senders finish.
+    /// Releases permits as slots fall due until `end` (every slot before
+    /// `end`, however late the thread wakes), then enough for each waiting
+    /// sender to see the end; [`Schedule::stop`] ends it early.
     #[expect(
         clippy::disallowed_methods,
         reason = "the bench pacer: a thread with sub-millisecond sleeps (tokio's timer has 1 ms resolution)"
@@ -110,10 +111,10 @@ impl Schedule {
                         break;
                     }
                     let now = stamper.now();
-                    if now >= me.end {
-                        break;
-                    }
-                    let due = me.slots_before(now + Duration::from_nanos(1));
+                    // Past the end, release what fell due before it (a late
+                    // wake-up must not drop the last slots; they go out late
+                    // and are charged for it).
+                    let due = me.slots_before((now + Duration::from_nanos(1)).min(me.end));
                     if due > released {
                         let add = usize::try_from(due - released).unwrap_or(usize::MAX);
                         me.permits.add_permits(
@@ -121,13 +122,20 @@ impl Schedule {
                         );
                         released = due;
                     }
+                    if now >= me.end {
+                        break;
+                    }
                     let next = me.slot_time(released).min(me.end);
                     let wait = next.saturating_sub(stamper.now()).min(SLEEP_MAX);
                     if !wait.is_zero() {
                         std::thread::sleep(wait);
                     }
                 }
-                me.permits.close();
+                // Senders still waiting take one of these each, claim a
+                // slot at or past the end and stop; the slots released above
+                // are taken first, in order.
+                me.permits
+                    .add_permits(Semaphore::MAX_PERMITS - me.permits.available_permits());
             })
             .map(drop)
             .map_err(|e| anyhow::anyhow!("cannot start the pacer thread: {e}"))

@@ -54,6 +54,7 @@ async fn measure(
         end: start + timing.warmup + timing.duration,
     };
     let live = progress::start(
+        timing.warmup,
         timing.warmup + timing.duration,
         json,
         stamper,

@@ -29,6 +29,7 @@ impl Drop for Progress {
 
 /// Starts the live line for a run of `length` unless `json`.
 pub fn start(
+    warmup: Duration,
     length: Duration,
     json: bool,
     stamper: &Stamper,
@@ -40,6 +41,7 @@ pub fn start(
     }
     let stamper = stamper.clone();
     let started = stamper.now();
+    let warmup_s = warmup.as_secs();
     Progress(Some(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -48,17 +50,17 @@ pub fn start(
         loop {
             tick.tick().await;
             let secs = stamper.now().saturating_sub(started).as_secs();
-            let mut line = format!("[{secs:>4}s]");
+            let mut line = format!(
+                "[{secs:>4}s{}]",
+                if secs < warmup_s { " warm-up" } else { "" }
+            );
             if let Some(s) = &send {
                 let total = s.meter.total_msgs();
+                let _ = write!(line, " sent {:>9} msg/s", total.saturating_sub(sent_before));
                 let p = s.latency.summary();
-                let _ = write!(
-                    line,
-                    " sent {:>9} msg/s  send p50 {} p99 {}",
-                    total.saturating_sub(sent_before),
-                    fmt_us(p.p50),
-                    fmt_us(p.p99)
-                );
+                if p.count > 0 {
+                    let _ = write!(line, "  send p50 {} p99 {}", fmt_us(p.p50), fmt_us(p.p99));
+                }
                 sent_before = total;
             }
             if let Some(r) = &recv {
