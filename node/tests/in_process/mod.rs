@@ -119,7 +119,7 @@ pub async fn send(
 }
 
 /// A pull by `group` with an explicit subscription (`kind` `TAG` or
-/// `SQL92`), or with the group's registered one when `expression` is None.
+/// `SQL92`), or with the group's registered one when `subscription` is None.
 pub async fn pull_as(
     c: &Client,
     group: &str,
