@@ -112,7 +112,10 @@ impl Seen {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::too_many_lines, reason = "one scenario: every send kind, then every read path")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario: every send kind, then every read path"
+)]
 async fn sends_of_every_kind_are_read_back_intact_and_found_by_key_and_id() {
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), "async");
