@@ -501,3 +501,35 @@ fn group_commit_lets_many_writers_share_one_sync() {
     assert!(syncs <= 3, "50 concurrent writers needed {syncs} syncs");
     assert_eq!(store.max_offset("T", 0), QueueOffset(50));
 }
+
+#[test]
+fn a_filter_that_matches_nothing_scans_a_bounded_stretch_per_get() {
+    let disk = SimDisk::new(7);
+    let clock = ManualClock::new(T0_MS);
+    let store = open(&disk, &clock, StoreConfig::for_tests());
+    for i in 0..2_000 {
+        block_on(store.put(msg("Tagged", 0, &body(i), None, Some("A")), true)).expect("put");
+    }
+    block_on(store.put(msg("Tagged", 0, b"the-b", None, Some("B")), true)).expect("put");
+    let only_b = TagsFilter {
+        codes: vec![sluice_core::message::tags_code("B")],
+    };
+    let mut next = QueueOffset(0);
+    let mut gets = 0;
+    loop {
+        let r = store.get("Tagged", 0, next, 32, 1 << 20, &only_b).expect("get");
+        gets += 1;
+        if r.status == GetStatus::Found {
+            assert_eq!(decode(&r.messages[0]).body.as_ref(), b"the-b");
+            break;
+        }
+        assert_eq!(r.status, GetStatus::NoMatchedMessage);
+        assert_eq!(
+            r.next_begin_offset.0 - next.0,
+            sluice_core::store::SCAN_ENTRIES_MAX as u64,
+            "each miss advances by exactly the scan bound"
+        );
+        next = r.next_begin_offset;
+    }
+    assert_eq!(gets, 3, "2,000 misses take three bounded gets");
+}

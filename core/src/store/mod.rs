@@ -14,7 +14,7 @@ mod retention;
 
 pub use config::{FlushMode, StoreConfig};
 pub use dispatch::ArrivalListener;
-pub use get::{GetResult, GetStatus, MessageFilter, TagsFilter};
+pub use get::{GetResult, GetStatus, MessageFilter, TagsFilter, SCAN_ENTRIES_MAX};
 pub use retention::RetentionReport;
 
 use std::sync::atomic::{AtomicBool, Ordering};
