@@ -1,6 +1,6 @@
 //! The bench's clients (one `ClientInstance` per producer or consumer, so
 //! each has its own connection), topic creation, and the topic's stored
-//! message count (sum of queue max offsets).
+//! message count (sum of queue max offsets) and group-commit sync count.
 
 use std::time::Duration;
 
@@ -81,6 +81,18 @@ async fn ensure_topic_with(
             _ => tokio::time::sleep(SETUP_POLL).await,
         }
     }
+}
+
+/// Group-commit syncs so far, summed over the masters (each broker's
+/// `groupCommitSyncs` runtime figure); `None` when no broker reports it.
+pub async fn broker_syncs(client: &Client) -> Option<u64> {
+    let brokers = Admin::new(client.clone()).cluster().await.ok()?;
+    let counts: Vec<u64> = brokers
+        .iter()
+        .filter(|b| b.broker_id == 0)
+        .filter_map(|b| b.runtime.get("groupCommitSyncs")?.parse().ok())
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
 /// Messages stored in `queues` (sum of their max offsets).

@@ -13,7 +13,7 @@ use super::args::{Load, ProduceArgs, SendMode, Timing};
 use super::cluster;
 use super::load::{SendStats, Senders, Window};
 use super::progress;
-use super::report::{CpuMark, Setup, Summary};
+use super::report::{CpuMark, Setup, Summary, Syncs};
 use super::stamp::Stamper;
 
 /// How long oneway sends may take to land in the store after the senders stop.
@@ -46,6 +46,7 @@ async fn measure(
         .client()
         .ok_or_else(|| anyhow::anyhow!("no producer"))?;
     let stored_before = cluster::stored_msgs(client, queues).await?;
+    let syncs_before = cluster::broker_syncs(client).await;
     let stats = Arc::new(SendStats::new()?);
     let start = stamper.now();
     let window = Window {
@@ -74,6 +75,15 @@ async fn measure(
         Duration::ZERO
     };
     let stored_after = cluster::stored_msgs_settled(client, queues, settle).await?;
+    let elapsed = stamper.now().saturating_sub(start);
+    let syncs = match (syncs_before, cluster::broker_syncs(client).await) {
+        (Some(before), Some(after)) => Syncs::of(
+            after.saturating_sub(before),
+            stored_after - stored_before,
+            elapsed,
+        ),
+        _ => None,
+    };
     let sent = stats.meter.flow(timing.duration);
     if sent.msgs == 0 && sent.errors > 0 {
         bail!(
@@ -106,6 +116,7 @@ async fn measure(
         schedule_lag_us: load.requests_per_s.map(|_| stats.lag.summary()),
         schedule_missed,
         stored_msgs: Some(stored_after - stored_before),
+        syncs,
         cost,
         ..Summary::default()
     })

@@ -113,6 +113,28 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// Group commits over a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Syncs {
+    pub count: u64,
+    pub per_s: f64,
+    /// Stored messages per sync.
+    pub msgs_per_sync: f64,
+}
+
+impl Syncs {
+    /// `count` syncs for `stored` messages over `elapsed`; `None` when there
+    /// were none (async flush).
+    #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+    pub fn of(count: u64, stored: i64, elapsed: Duration) -> Option<Self> {
+        (count > 0).then(|| Self {
+            count,
+            per_s: round2(count as f64 / elapsed.as_secs_f64().max(1e-9)),
+            msgs_per_sync: round2(stored as f64 / count as f64),
+        })
+    }
+}
+
 /// One run's summary.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
@@ -134,6 +156,9 @@ pub struct Summary {
     /// included (oneway: what the broker really stored).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored_msgs: Option<i64>,
+    /// The brokers' group-commit syncs over the whole run (sync flush).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syncs: Option<Syncs>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub received: Option<Flow>,
     /// Consume: stopped early because the backlog was drained.
@@ -204,6 +229,12 @@ impl Summary {
         }
         if let Some(n) = self.stored_msgs {
             out.push(format!("  stored: {n} messages (whole run)"));
+        }
+        if let Some(s) = &self.syncs {
+            out.push(format!(
+                "  group commits: {} syncs, {:.0}/s, {:.1} messages per sync",
+                s.count, s.per_s, s.msgs_per_sync
+            ));
         }
         if let Some(f) = &self.received {
             out.push(flow_line("received", f));
