@@ -217,13 +217,17 @@ impl Disk for MmapDisk {
             }
             Some(Prep::Pending | Prep::Failed) | None => None,
         };
-        let (tmp, map) = if let Some(map) = prepared {
-            (hidden(&abs, PREP_PREFIX), map)
+        let (tmp, map, warm) = if let Some(map) = prepared {
+            (hidden(&abs, PREP_PREFIX), map, true)
         } else {
+            // Not prepared ahead (the first segment of a fresh store):
+            // allocate now but pre-fault in the background, so that opening
+            // a store never waits for a gigabyte of page faults; early
+            // appends fault their own pages meanwhile.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
-            let map = allocate(&tmp, len, map_len)?;
-            (tmp, map)
+            let map = allocate_cold(&tmp, len, map_len)?;
+            (tmp, map, false)
         };
         // `hard_link` refuses to replace an existing name, unlike `rename`,
         // so a racing creator gets AlreadyExists instead of a lost segment.
@@ -231,7 +235,12 @@ impl Disk for MmapDisk {
         remove_if_exists(&tmp)?;
         linked?;
         sync_dir(dir)?;
-        Ok(self.segment(abs, map))
+        let segment = self.segment(abs, map);
+        if !warm {
+            let map = Arc::clone(&segment.map);
+            let _ = self.inner.alloc_jobs.send(Box::new(move || prefault(&map)));
+        }
+        Ok(segment)
     }
 
     fn prepare_segment(&self, path: &str, len: u64) {
@@ -490,6 +499,13 @@ impl Segment for MmapSegment {
 /// Creates `path` (which must not exist), allocates all `len` bytes so
 /// writes never hit a hole, syncs it and maps it pre-faulted.
 fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
+    let map = allocate_cold(path, len, map_len)?;
+    prefault(&map);
+    Ok(map)
+}
+
+/// Like [`allocate`] without the pre-faulting.
+fn allocate_cold(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -497,19 +513,20 @@ fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
         .open(path)?;
     let result = fallocate(&file, len)
         .and_then(|()| file.sync_all())
-        .and_then(|()| MmapOptions::new().len(map_len).populate().map_raw(&file))
-        .inspect(|map| {
-            // MAP_POPULATE maps shared file pages read-only, so the first
-            // store to each page still faults (~0.4 µs per KiB appended).
-            // Pre-fault them writable here, off the hot path, as RocketMQ's
-            // warmMappedFile does. Older kernels lack the advice: ignore.
-            let _ = map.advise(memmap2::Advice::PopulateWrite);
-        });
+        .and_then(|()| MmapOptions::new().len(map_len).map_raw(&file));
     if result.is_err() {
         // Best effort: the caller reports the first error, not this one.
         let _ = fs::remove_file(path);
     }
     result
+}
+
+/// Faults every page of `map` in writable, as RocketMQ's warmMappedFile
+/// does, so appends never take a page fault. (`MAP_POPULATE` would map
+/// shared file pages read-only: the first store to each page would still
+/// fault, ~0.4 µs per KiB appended.) Older kernels lack the advice: ignore.
+fn prefault(map: &MmapRaw) {
+    let _ = map.advise(memmap2::Advice::PopulateWrite);
 }
 
 fn fallocate(file: &File, len: u64) -> io::Result<()> {
