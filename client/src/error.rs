@@ -75,6 +75,41 @@ impl Error {
         }
     }
 
+    /// Whether the send attempt that failed this way certainly stored
+    /// nothing: the request never left for a broker (no route, no name
+    /// server, no connection, an invalid message, a closed client) or the
+    /// broker refused it before appending (`SYSTEM_BUSY`, `TOPIC_NOT_EXIST`,
+    /// `NO_PERMISSION`, `MESSAGE_ILLEGAL`). `false` means the message may be
+    /// stored: a timeout or closed connection after the request was sent, a
+    /// failure the broker may have hit after the append, an undecodable answer.
+    ///
+    /// This judges the last attempt only. With retries an earlier attempt
+    /// may have stored the message; a caller that must know exactly sends
+    /// with `retries = 0`.
+    pub fn is_definitely_not_stored(&self) -> bool {
+        match self {
+            Error::Net(e) => matches!(
+                e,
+                sluice_net::Error::Connect { .. }
+                    | sluice_net::Error::TooManyInFlight { .. }
+                    | sluice_net::Error::Shutdown
+            ),
+            Error::Broker { code, .. } => matches!(
+                *code,
+                response_code::SYSTEM_BUSY
+                    | response_code::TOPIC_NOT_EXIST
+                    | response_code::NO_PERMISSION
+                    | response_code::MESSAGE_ILLEGAL
+            ),
+            Error::NoRoute(_)
+            | Error::NoNameServer
+            | Error::InvalidMessage(_)
+            | Error::InvalidArgument(_)
+            | Error::NotRunning => true,
+            Error::Decode { .. } | Error::Io { .. } => false,
+        }
+    }
+
     pub(crate) fn decode(what: &'static str, reason: impl std::fmt::Display) -> Self {
         Error::Decode {
             what,
@@ -85,3 +120,69 @@ impl Error {
 
 /// Shorthand for results in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    fn broker(code: i32) -> Error {
+        Error::Broker {
+            server: "b:1".to_owned(),
+            code,
+            remark: String::new(),
+        }
+    }
+
+    #[test]
+    fn requests_that_never_left_or_were_refused_before_the_append_stored_nothing() {
+        let never_sent = [
+            Error::Net(sluice_net::Error::Connect {
+                addr: "b:1".to_owned(),
+                source: io::Error::from(io::ErrorKind::ConnectionRefused),
+            }),
+            Error::Net(sluice_net::Error::TooManyInFlight {
+                addr: "b:1".to_owned(),
+                max: 1,
+            }),
+            Error::Net(sluice_net::Error::Shutdown),
+            Error::NoRoute("T".to_owned()),
+            Error::NoNameServer,
+            Error::InvalidMessage("empty".to_owned()),
+            Error::InvalidArgument("no queue".to_owned()),
+            Error::NotRunning,
+            broker(response_code::SYSTEM_BUSY),
+            broker(response_code::TOPIC_NOT_EXIST),
+            broker(response_code::NO_PERMISSION),
+            broker(response_code::MESSAGE_ILLEGAL),
+        ];
+        for e in &never_sent {
+            assert!(e.is_definitely_not_stored(), "{e}");
+        }
+    }
+
+    #[test]
+    fn lost_answers_and_failures_after_the_append_may_have_stored() {
+        let maybe_stored = [
+            Error::Net(sluice_net::Error::Timeout {
+                addr: "b:1".to_owned(),
+                code: 310,
+                timeout_ms: 3_000,
+            }),
+            Error::Net(sluice_net::Error::ConnectionClosed {
+                addr: "b:1".to_owned(),
+            }),
+            Error::Net(sluice_net::Error::Io(io::Error::from(
+                io::ErrorKind::BrokenPipe,
+            ))),
+            broker(response_code::SERVICE_NOT_AVAILABLE),
+            broker(response_code::SYSTEM_ERROR),
+            broker(response_code::FLUSH_DISK_TIMEOUT),
+            Error::decode("send response", "missing queueId"),
+        ];
+        for e in &maybe_stored {
+            assert!(!e.is_definitely_not_stored(), "{e}");
+        }
+    }
+}

@@ -16,10 +16,15 @@ use crate::clock::SimClock;
 
 /// Host name of the name server.
 pub const NAMESRV: &str = "namesrv";
+/// Where brokers and clients reach the name server.
+pub const NAMESRV_ADDR: &str = "namesrv:9876";
 /// Host name of the broker.
 pub const BROKER: &str = "broker";
-/// Where clients reach the broker.
-pub const BROKER_ADDR: &str = "broker:10911";
+/// The broker's port.
+const BROKER_PORT: u16 = 10911;
+/// The broker's name (its broker group); clients learn its address from
+/// the name server.
+pub const BROKER_NAME: &str = "broker-a";
 /// Sim-time budget of one run; exceeding it fails the run.
 pub const SIM_DURATION_MAX: Duration = Duration::from_secs(120);
 /// The logical wall clock starts here (2024-01-01T00:00:00Z), so wall
@@ -39,12 +44,13 @@ pub fn builder(seed: u64) -> turmoil::Builder {
 }
 
 /// The broker configuration the scenarios use: small segments so rollover
-/// happens, no VIP port, registration with [`NAMESRV`].
+/// happens, no VIP port, registration with [`NAMESRV_ADDR`].
 pub fn broker_config(flush_mode: FlushMode) -> BrokerConfig {
     BrokerConfig {
-        listen: "0.0.0.0:10911".to_owned(),
+        broker_name: BROKER_NAME.to_owned(),
+        listen: format!("0.0.0.0:{BROKER_PORT}"),
         listen_vip: false,
-        namesrv_addrs: vec![format!("{NAMESRV}:9876")],
+        namesrv_addrs: vec![NAMESRV_ADDR.to_owned()],
         store: StoreConfig {
             root: "store".to_owned(),
             flush_mode,
@@ -82,7 +88,10 @@ pub fn add_broker(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, config: &BrokerCon
     let config = config.clone();
     sim.host(BROKER, move || {
         let disk = disk.clone();
-        let config = config.clone();
+        let mut config = config.clone();
+        // turmoil reports a listener bound to 0.0.0.0 as 0.0.0.0, so the
+        // broker is told the address to register (and clients to dial).
+        config.advertised_addr = Some(format!("{}:{BROKER_PORT}", turmoil::lookup(BROKER)));
         async move {
             let broker = Broker::open(disk, SimClock::new(skew_ms), config).await?;
             broker

@@ -1,10 +1,10 @@
 //! The history of a run: every send invocation and its outcome, every poll,
-//! and the faults the harness injected, each stamped with simulated time.
-//! The oracle judges it; its hash is the run's determinism fingerprint.
+//! what a consumer group consumed, committed and was assigned, and the
+//! faults the harness injected, each stamped with simulated time. The
+//! oracle judges it; its hash is the run's determinism fingerprint.
 
-use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// A message id: `p<producer>-<sequence>`, carried as the message body.
 pub type MessageId = String;
@@ -60,6 +60,31 @@ pub enum Event {
         /// What it returned, in order.
         records: Vec<(u64, MessageId)>,
     },
+    /// A handler of group member `member` was given these `(queue_offset,
+    /// id)` records of `queue`.
+    Consumed {
+        /// The group member.
+        member: u32,
+        /// The queue read.
+        queue: i32,
+        /// What the handler received, in order.
+        records: Vec<(u64, MessageId)>,
+    },
+    /// The broker reported the group's committed offset of `queue` (the
+    /// next offset to consume) as `offset`; recorded when it changes.
+    Committed {
+        /// The queue.
+        queue: i32,
+        /// The committed offset.
+        offset: u64,
+    },
+    /// Group member `member` now owns `queues` (after a rebalance).
+    Rebalanced {
+        /// The group member.
+        member: u32,
+        /// The queues it owns, sorted.
+        queues: Vec<i32>,
+    },
     /// The final drain could not read `queue` to its end.
     DrainIncomplete {
         /// The queue.
@@ -84,10 +109,11 @@ pub struct Entry {
 }
 
 /// A shared, append-only history. Every simulated host runs on the one
-/// simulation thread, so a `RefCell` is enough.
+/// simulation thread; the lock is there because consumer handlers must be
+/// `Send`, and it is never contended.
 #[derive(Clone, Debug, Default)]
 pub struct History {
-    entries: Rc<RefCell<Vec<Entry>>>,
+    entries: Arc<Mutex<Vec<Entry>>>,
 }
 
 impl History {
@@ -100,21 +126,22 @@ impl History {
 
     /// Records `event` at an explicit simulated time (for the harness).
     pub fn record_at(&self, at_ms: u64, event: Event) {
-        self.entries.borrow_mut().push(Entry { at_ms, event });
+        self.lock().push(Entry { at_ms, event });
     }
 
     /// A copy of everything recorded so far.
     pub fn entries(&self) -> Vec<Entry> {
-        self.entries.borrow().clone()
+        self.lock().clone()
     }
 
     /// The events alone, in order.
     pub fn events(&self) -> Vec<Event> {
-        self.entries
-            .borrow()
-            .iter()
-            .map(|e| e.event.clone())
-            .collect()
+        self.lock().iter().map(|e| e.event.clone()).collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
+        // A panicking recorder leaves whole entries; the history stays usable.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

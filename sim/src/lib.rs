@@ -8,7 +8,8 @@
 //!   `oracle::timing`, the fence and long-poll wake-up bounds.
 //! - [`harness`]: `builder(seed)` and the name server / broker hosts.
 //! - [`clock`]: the simulated `Clock` (turmoil epoch + skew, tokio time).
-//! - [`protocol`]: the workload's raw `SEND_MESSAGE_V2` / `PULL_MESSAGE` client.
+//! - [`client`]: the production `sluice-client` on turmoil, and how its
+//!   results read as acknowledged / failed / indeterminate sends and pulls.
 //! - [`workload`]: producers, long-polling consumers and the final drain,
 //!   recording the history.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
@@ -21,11 +22,11 @@ compile_error!(
     "build with --cfg tokio_unstable (set in .cargo/config.toml; a RUSTFLAGS env var replaces it)"
 );
 
+pub mod client;
 pub mod clock;
 pub mod harness;
 pub mod history;
 pub mod oracle;
-pub mod protocol;
 pub mod run;
 pub mod seeds;
 pub mod workload;

@@ -1,7 +1,7 @@
-//! The simulated clients: sequential producers that record every send and
-//! its outcome, long-polling consumers, and the final drain that reads
-//! every queue from offset 0 to its end. All run as turmoil clients and
-//! write to one `History`.
+//! The simulated clients, all `sluice-client` code: sequential producers
+//! that record every send and its outcome, long-polling pull consumers, and
+//! the final drain that reads every queue from offset 0 to its end. All run
+//! as turmoil clients and write to one `History`.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -9,13 +9,22 @@ use std::time::Duration;
 
 use rand::Rng;
 use scenarios::{substream, Salt, Workload};
+use sluice_client::consumer::api::PULL_BATCH_DEFAULT;
+use sluice_client::{Message, Producer, ProducerConfig, PullConsumer, Subscription};
+use sluice_core::message::keys;
 
-use crate::harness::BROKER_ADDR;
+use crate::client::{
+    await_broker, client, pull_outcome, queue, send_outcome, PullOutcome, SendOutcome,
+    REQUEST_TIMEOUT_MS,
+};
 use crate::history::{Event, History};
-use crate::protocol::{Protocol, PullOutcome, SendOutcome};
 
 /// The topic every scenario writes.
 pub const TOPIC: &str = "SimTopic";
+/// The group the long-polling consumers and the drain pull as.
+const READER_GROUP: &str = "sim-readers";
+/// The producers' group.
+const PRODUCER_GROUP: &str = "sim-producers";
 /// Request timeout of the workload clients.
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(REQUEST_TIMEOUT_MS);
 /// Pause after a failed send, so a down broker is not hammered.
@@ -28,8 +37,6 @@ const DRAIN_BACKOFF: Duration = Duration::from_millis(250);
 pub const LONG_POLL_HOLD: Duration = Duration::from_secs(3);
 /// Pause after a failed long poll.
 const POLL_BACKOFF: Duration = Duration::from_millis(100);
-/// Request timeout of every workload client (a long poll adds its hold).
-pub const REQUEST_TIMEOUT_MS: u64 = 2_000;
 
 /// Producer `producer`: sends `messages_per_producer` fresh ids one at a
 /// time, each to queue `(producer + k) % queues`, re-sending an id that was
@@ -41,21 +48,42 @@ pub async fn produce(
     history: History,
     finished: Rc<Cell<u32>>,
 ) -> turmoil::Result {
-    let client = Protocol::new(BROKER_ADDR, TOPIC, REQUEST_TIMEOUT);
-    let mut rng = substream(seed ^ u64::from(producer).rotate_left(32), Salt::Producer);
+    let host = format!("producer{producer}");
+    let client = client(&host, 100 + producer, |_| {});
     let queues = workload.queues.max(1);
+    // The workload retries by itself, so each send is one attempt and its
+    // error says exactly whether anything may have been stored.
+    let producer_client = Producer::new(
+        client.clone(),
+        ProducerConfig {
+            send_timeout: REQUEST_TIMEOUT,
+            retries: 0,
+            default_topic_queues: queues,
+            fault_avoidance: false,
+            ..ProducerConfig::new(PRODUCER_GROUP)
+        },
+    );
+    await_broker(&client).await;
+    let mut rng = substream(seed ^ u64::from(producer).rotate_left(32), Salt::Producer);
     for k in 0..workload.messages_per_producer {
         let id = format!("p{producer}-{k}");
         let queue = i32::try_from((producer + k) % queues.unsigned_abs()).unwrap_or(0);
+        let mut message = Message::new(TOPIC, id.clone());
+        if !workload.wait_for_flush {
+            message.set_property(keys::WAIT, "false");
+        }
         for _attempt in 0..=workload.retries_max {
             history.record(Event::SendInvoke {
                 producer,
                 id: id.clone(),
                 queue,
             });
-            let outcome = client
-                .send(&id, queue, queues, workload.wait_for_flush)
+            let result = producer_client
+                .send_with_selector(&message, |queues| {
+                    queues.iter().find(|q| q.queue_id == queue).cloned()
+                })
                 .await;
+            let outcome = send_outcome(result);
             let acked = matches!(outcome, SendOutcome::Ok { .. });
             let id = id.clone();
             history.record(match outcome {
@@ -82,23 +110,41 @@ pub async fn produce(
     Ok(())
 }
 
-/// A long-polling consumer of `queue` from offset 0: each pull may be held
-/// [`LONG_POLL_HOLD`] by the broker. Stops once all `producers` finished
-/// and a pull started after that found nothing new.
+/// A long-polling consumer of queue `queue_id` from offset 0: each pull may
+/// be held [`LONG_POLL_HOLD`] by the broker. Stops once all `producers`
+/// finished and a pull started after that found nothing new.
 pub async fn long_poll(
-    queue: i32,
+    queue_id: i32,
     producers: u32,
     finished: Rc<Cell<u32>>,
     history: History,
 ) -> turmoil::Result {
-    let client = Protocol::new(BROKER_ADDR, TOPIC, REQUEST_TIMEOUT);
+    let host = format!("consumer{queue_id}");
+    let pid = 200 + queue_id.unsigned_abs();
+    let client = client(&host, pid, |_| {});
+    await_broker(&client).await;
+    let consumer = PullConsumer::new(client, READER_GROUP);
+    let mq = queue(TOPIC, queue_id);
+    let all = Subscription::all(TOPIC);
     let mut offset = 0;
     let mut failures_after_end = 0;
     loop {
         let producers_done = finished.get() >= producers;
-        match client.pull(queue, offset, Some(LONG_POLL_HOLD)).await {
+        let result = consumer
+            .pull_blocking(
+                &mq,
+                &all,
+                pull_offset(offset),
+                PULL_BATCH_DEFAULT,
+                LONG_POLL_HOLD,
+            )
+            .await;
+        match pull_outcome(offset, result) {
             PullOutcome::Found { records, next } => {
-                history.record(Event::Delivered { queue, records });
+                history.record(Event::Delivered {
+                    queue: queue_id,
+                    records,
+                });
                 offset = next;
             }
             PullOutcome::End if producers_done => return Ok(()),
@@ -119,21 +165,42 @@ pub async fn long_poll(
 /// Reads every queue from offset 0 until the broker reports its end,
 /// retrying while the broker is unreachable or recovering.
 pub async fn drain(queues: i32, history: History) -> turmoil::Result {
-    let client = Protocol::new(BROKER_ADDR, TOPIC, REQUEST_TIMEOUT);
-    for queue in 0..queues.max(1) {
+    let client = client("drain", 300, |_| {});
+    if !await_broker(&client).await {
+        for queue in 0..queues.max(1) {
+            history.record(Event::DrainIncomplete {
+                queue,
+                reason: "the name server never routed the broker".to_owned(),
+            });
+        }
+        return Ok(());
+    }
+    let consumer = PullConsumer::new(client, READER_GROUP);
+    let all = Subscription::all(TOPIC);
+    for queue_id in 0..queues.max(1) {
+        let mq = queue(TOPIC, queue_id);
         let mut offset = 0;
         let mut failures = 0;
         loop {
-            match client.pull(queue, offset, None).await {
+            let result = consumer
+                .pull(&mq, &all, pull_offset(offset), PULL_BATCH_DEFAULT)
+                .await;
+            match pull_outcome(offset, result) {
                 PullOutcome::Found { records, next } => {
-                    history.record(Event::Poll { queue, records });
+                    history.record(Event::Poll {
+                        queue: queue_id,
+                        records,
+                    });
                     offset = next;
                 }
                 PullOutcome::End => break,
                 PullOutcome::Retry(reason) => {
                     failures += 1;
                     if failures >= DRAIN_ATTEMPTS_MAX {
-                        history.record(Event::DrainIncomplete { queue, reason });
+                        history.record(Event::DrainIncomplete {
+                            queue: queue_id,
+                            reason,
+                        });
                         break;
                     }
                     tokio::time::sleep(DRAIN_BACKOFF).await;
@@ -142,4 +209,9 @@ pub async fn drain(queues: i32, history: History) -> turmoil::Result {
         }
     }
     Ok(())
+}
+
+/// A queue offset as the client API spells it.
+fn pull_offset(offset: u64) -> i64 {
+    i64::try_from(offset).unwrap_or(i64::MAX)
 }

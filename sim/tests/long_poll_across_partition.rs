@@ -6,10 +6,11 @@
 //! valid.
 
 use scenarios::{Fault, Plan};
+use sim::client::REQUEST_TIMEOUT_MS;
 use sim::oracle::{late_deliveries, OracleConfig, WakeupBounds};
 use sim::run::run_plan;
 use sim::seeds::for_each_seed;
-use sim::workload::{LONG_POLL_HOLD, REQUEST_TIMEOUT_MS};
+use sim::workload::LONG_POLL_HOLD;
 use sluice_core::FlushMode;
 
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=64;
