@@ -106,12 +106,12 @@ pub struct LoadArgs {
     /// Body bytes per message (at least 20 carry the send timestamps).
     #[arg(long, default_value_t = 1024)]
     pub size: usize,
-    /// Messages per request in `--mode batch`.
+    /// Messages per request; more than 1 implies `--mode batch`.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
-    /// How producers send.
-    #[arg(long, value_enum, default_value_t = SendMode::Sync)]
-    pub mode: SendMode,
+    /// How producers send (default: sync, or batch when `--batch` > 1).
+    #[arg(long, value_enum)]
+    pub mode: Option<SendMode>,
     /// Requests in flight per producer (async: 64, batch and oneway: 1 by
     /// default; sync is always 1).
     #[arg(long)]
@@ -249,7 +249,12 @@ impl LoadArgs {
             "--batch {} is outside 1..={BATCH_MAX}",
             self.batch
         );
-        if self.mode != SendMode::Batch && self.batch != 1 {
+        let mode = self.mode.unwrap_or(if self.batch > 1 {
+            SendMode::Batch
+        } else {
+            SendMode::Sync
+        });
+        if mode != SendMode::Batch && self.batch != 1 {
             bail!("--batch applies to --mode batch only");
         }
         ensure!(
@@ -257,7 +262,7 @@ impl LoadArgs {
             "--size × --batch is {} bytes; a request holds at most {BATCH_BYTES_MAX}",
             self.size.saturating_mul(self.batch)
         );
-        let window = match (self.mode, self.window) {
+        let window = match (mode, self.window) {
             (SendMode::Sync, Some(w)) if w != 1 => {
                 bail!("--mode sync has one request in flight; use --mode async for a window")
             }
@@ -287,7 +292,7 @@ impl LoadArgs {
             }
         };
         Ok(Load {
-            mode: self.mode,
+            mode,
             size_bytes: self.size,
             batch: self.batch,
             window,
@@ -332,7 +337,7 @@ mod tests {
         LoadArgs {
             size: 1024,
             batch: 1,
-            mode,
+            mode: Some(mode),
             window: None,
             producers: 1,
             rate: None,
@@ -353,6 +358,11 @@ mod tests {
         let mut a = load(SendMode::Sync);
         a.batch = 4;
         assert!(a.validate().is_err());
+        // `--batch N` alone, as the issue spells it, means batch mode.
+        a.mode = None;
+        assert_eq!(a.validate().expect("valid").mode, SendMode::Batch);
+        a.batch = 1;
+        assert_eq!(a.validate().expect("valid").mode, SendMode::Sync);
         let mut b = load(SendMode::Batch);
         b.batch = 64;
         b.rate = Some(6400.0);
