@@ -112,11 +112,16 @@ pub(crate) fn find_valid_record_after<D: Disk>(
             pos = chain.segment_start(pos) + seg;
             continue;
         };
-        // A record's magic sits 4 bytes after its start.
+        // A record's magic sits 4 bytes after its start. Skip to each byte
+        // that could begin it (the rest of a segment is mostly zeros).
         let magic = crate::message::MAGIC_V1.to_be_bytes();
         let mut i = 4usize;
         while i + 4 <= bytes.len() {
-            if bytes[i..i + 4] == magic {
+            let Some(skip) = bytes[i..].iter().position(|b| *b == magic[0]) else {
+                break;
+            };
+            i += skip;
+            if bytes.get(i..i + 4) == Some(&magic[..]) {
                 let cand = pos + i as u64 - 4;
                 if let Step::Record(..) = step(chain, cand) {
                     return Some(cand);

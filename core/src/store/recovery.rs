@@ -31,6 +31,10 @@ enum WalkEnd {
     Damaged { at: u64, reason: &'static str },
 }
 
+/// How far after the end of the log recovery looks for valid-looking
+/// records, to tell an operator that unsynced writes were torn.
+const TAIL_PROBE_BYTES: u64 = 64 * 1024 * 1024;
+
 pub(super) async fn open<D: Disk, C: Clock>(
     disk: D,
     clock: C,
@@ -390,7 +394,11 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let Some(last) = self.log.chain().last_start() else {
             return;
         };
-        let limit = last + self.log.chain().segment_bytes();
+        // Torn writes sit just after the end (at most a few group commits'
+        // worth); probing the whole rest of a 1 GiB segment made every
+        // restart take seconds.
+        let limit =
+            (last + self.log.chain().segment_bytes()).min(end.saturating_add(TAIL_PROBE_BYTES));
         if end >= limit {
             return;
         }
