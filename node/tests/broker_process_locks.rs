@@ -61,11 +61,19 @@ fn queue_locks_are_exclusive_released_and_expire_in_a_real_process() {
         let c2 = Client::new(&node.broker);
         let lock = request_code::LOCK_BATCH_MQ;
         assert_eq!(lock_call(&c1, lock, "c1", &[0, 1]).await, vec![0, 1]);
-        assert_eq!(lock_call(&c2, lock, "c2", &[1, 2]).await, vec![2], "queue 1 is c1's");
+        assert_eq!(
+            lock_call(&c2, lock, "c2", &[1, 2]).await,
+            vec![2],
+            "queue 1 is c1's"
+        );
         // Renewing keeps what c1 holds and gets nothing of c2's.
         assert_eq!(lock_call(&c1, lock, "c1", &[0, 1, 2]).await, vec![0, 1]);
         lock_call(&c2, request_code::UNLOCK_BATCH_MQ, "c2", &[2]).await;
-        assert_eq!(lock_call(&c1, lock, "c1", &[2]).await, vec![2], "unlock freed queue 2");
+        assert_eq!(
+            lock_call(&c1, lock, "c1", &[2]).await,
+            vec![2],
+            "unlock freed queue 2"
+        );
         // c1 stops renewing; after the 1 s expiry c2 takes everything.
         tokio::time::sleep(Duration::from_millis(1_300)).await;
         assert_eq!(lock_call(&c2, lock, "c2", &[0, 1, 2]).await, vec![0, 1, 2]);
