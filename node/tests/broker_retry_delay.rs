@@ -1,6 +1,7 @@
-//! Delay levels, consumer send-back (retry and dead letters) and orderly
-//! queue locks against an in-process broker on a real disk and loopback
-//! TCP, driven through `RpcClient`.
+//! Delay levels and consumer send-back (retry and dead letters) against an
+//! in-process broker on a real disk and loopback TCP, driven through
+//! `RpcClient`. (Queue locks are checked against a real process in
+//! `broker_process_locks.rs`.)
 
 mod support;
 
@@ -12,7 +13,6 @@ use sluice_core::disk::MmapDisk;
 use sluice_core::message::topic::SCHEDULE_TOPIC;
 use sluice_core::message::{keys, offset_msg_id, Properties, StoredRecord};
 use sluice_core::{FlushMode, StoreConfig, SystemClock};
-use sluice_net::body::{self, LockBatchRequestBody, LockBatchResponseBody, MessageQueue};
 use sluice_net::header::{
     ConsumerSendMsgBackRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
@@ -280,55 +280,5 @@ async fn send_back_of_an_unknown_offset_is_a_clear_error() {
         .remark
         .as_deref()
         .is_some_and(|m| m.contains("no message")));
-    broker.shutdown().await;
-}
-
-fn queue(queue_id: i32) -> MessageQueue {
-    MessageQueue {
-        topic: "OrderT".into(),
-        broker_name: "broker-a".into(),
-        queue_id,
-    }
-}
-
-async fn lock_call(c: &Client, code: i32, client_id: &str, ids: &[i32]) -> Vec<i32> {
-    let request = LockBatchRequestBody {
-        consumer_group: "og".into(),
-        client_id: client_id.into(),
-        only_this_broker: true,
-        mq_set: ids.iter().copied().map(queue).collect(),
-    };
-    let json = body::encode(&request, "LockBatchRequestBody").expect("encode");
-    let cmd = RemotingCommand::request(code).with_body(Bytes::from(json));
-    let r = c
-        .call(cmd, Duration::from_secs(5))
-        .await
-        .expect("lock call");
-    assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
-    if code == request_code::UNLOCK_BATCH_MQ {
-        return Vec::new();
-    }
-    let answer: LockBatchResponseBody =
-        body::decode(&r.body, "LockBatchResponseBody").expect("decode");
-    let mut got: Vec<i32> = answer.lock_ok_mq_set.iter().map(|q| q.queue_id).collect();
-    got.sort_unstable();
-    got
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queue_locks_are_exclusive_and_expire() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let broker = start(dir.path()).await;
-    let c = Client::new(&broker.addr);
-    let lock = request_code::LOCK_BATCH_MQ;
-    assert_eq!(lock_call(&c, lock, "c1", &[0, 1]).await, vec![0, 1]);
-    assert_eq!(lock_call(&c, lock, "c2", &[1, 2]).await, vec![2]);
-    assert_eq!(lock_call(&c, lock, "c1", &[0, 1, 2]).await, vec![0, 1]);
-    lock_call(&c, request_code::UNLOCK_BATCH_MQ, "c2", &[2]).await;
-    assert_eq!(lock_call(&c, lock, "c1", &[2]).await, vec![2]);
-    // c1 stops renewing; after the 1 s expiry c2 gets its queues.
-    tokio::time::sleep(Duration::from_millis(1_300)).await;
-    assert_eq!(lock_call(&c, lock, "c2", &[0, 1, 2]).await, vec![0, 1, 2]);
-    assert!(lock_call(&c, lock, "c1", &[0]).await.is_empty());
     broker.shutdown().await;
 }

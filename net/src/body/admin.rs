@@ -53,33 +53,47 @@ impl ConsumeStats {
     /// key is the queue's JSON text in a string. Unknown fields (such as
     /// 5.x's `pullOffset`) are ignored; nothing panics on bad input.
     pub fn parse(json: &[u8]) -> Result<Self> {
-        let mut c = Cursor { json, at: 0 };
         let mut stats = Self::default();
-        c.expect(b'{')?;
-        if !c.eat(b'}') {
-            loop {
-                let key: String = c.value()?;
-                c.expect(b':')?;
-                match key.as_str() {
-                    "offsetTable" => stats.offset_table = c.offset_table()?,
-                    "consumeTps" => stats.consume_tps = c.value::<Option<f64>>()?.unwrap_or(0.0),
-                    _ => {
-                        c.value::<IgnoredAny>()?;
-                    }
+        parse_object(json, |key, c| {
+            match key {
+                "offsetTable" => stats.offset_table = c.offset_table()?,
+                "consumeTps" => stats.consume_tps = c.value::<Option<f64>>()?.unwrap_or(0.0),
+                _ => {
+                    c.value::<IgnoredAny>()?;
                 }
-                if c.eat(b',') {
-                    continue;
-                }
-                c.expect(b'}')?;
-                break;
             }
-        }
-        c.skip_ws();
-        if c.at < json.len() {
-            return Err(c.error("trailing characters"));
-        }
+            Ok(())
+        })?;
         Ok(stats)
     }
+}
+
+/// Reads one JSON object, handing each field's key and the cursor (placed
+/// at its value, which the callback must consume) to `field`; the object
+/// must be the whole text.
+fn parse_object(
+    json: &[u8],
+    mut field: impl FnMut(&str, &mut Cursor<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut c = Cursor { json, at: 0 };
+    c.expect(b'{')?;
+    if !c.eat(b'}') {
+        loop {
+            let key: String = c.value()?;
+            c.expect(b':')?;
+            field(&key, &mut c)?;
+            if c.eat(b',') {
+                continue;
+            }
+            c.expect(b'}')?;
+            break;
+        }
+    }
+    c.skip_ws();
+    if c.at < json.len() {
+        return Err(c.error("trailing characters"));
+    }
+    Ok(())
 }
 
 /// Writes a `MessageQueue`-keyed map the way fastjson does: each key a
@@ -121,29 +135,15 @@ impl ResetOffsetBody {
 
     /// Reads the fastjson form (or standard JSON with string keys).
     pub fn parse(json: &[u8]) -> Result<Self> {
-        let mut c = Cursor { json, at: 0 };
         let mut body = Self::default();
-        c.expect(b'{')?;
-        if !c.eat(b'}') {
-            loop {
-                let key: String = c.value()?;
-                c.expect(b':')?;
-                if key == "offsetTable" {
-                    body.offset_table = c.offset_table()?;
-                } else {
-                    c.value::<IgnoredAny>()?;
-                }
-                if c.eat(b',') {
-                    continue;
-                }
-                c.expect(b'}')?;
-                break;
+        parse_object(json, |key, c| {
+            if key == "offsetTable" {
+                body.offset_table = c.offset_table()?;
+            } else {
+                c.value::<IgnoredAny>()?;
             }
-        }
-        c.skip_ws();
-        if c.at < json.len() {
-            return Err(c.error("trailing characters"));
-        }
+            Ok(())
+        })?;
         Ok(body)
     }
 }
