@@ -517,7 +517,9 @@ fn a_filter_that_matches_nothing_scans_a_bounded_stretch_per_get() {
     let mut next = QueueOffset(0);
     let mut gets = 0;
     loop {
-        let r = store.get("Tagged", 0, next, 32, 1 << 20, &only_b).expect("get");
+        let r = store
+            .get("Tagged", 0, next, 32, 1 << 20, &only_b)
+            .expect("get");
         gets += 1;
         if r.status == GetStatus::Found {
             assert_eq!(decode(&r.messages[0]).body.as_ref(), b"the-b");
