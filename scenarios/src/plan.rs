@@ -26,6 +26,9 @@ pub struct Workload {
     pub retries_max: u32,
     /// One long-polling consumer per queue reads while producers send.
     pub long_poll_consumers: bool,
+    /// Members of one clustering push-consumer group, each on its own
+    /// host, consuming while producers send (0: no group).
+    pub group_members: u32,
 }
 
 /// One injected fault.
@@ -55,6 +58,16 @@ pub enum Fault {
     PartitionConsumers,
     /// Heal that partition.
     RepairConsumers,
+    /// Drop every message between the broker and one consumer-group member.
+    PartitionMember {
+        /// The member (`0..group_members`).
+        member: u32,
+    },
+    /// Heal that partition.
+    RepairMember {
+        /// The member.
+        member: u32,
+    },
 }
 
 /// A fault at a simulated time.
@@ -92,6 +105,7 @@ fn workload(seed: u64) -> Workload {
         wait_for_flush: true,
         retries_max: 0,
         long_poll_consumers: false,
+        group_members: 0,
     }
 }
 
@@ -251,6 +265,48 @@ impl Plan {
         }
     }
 
+    /// Scenario `group_consumption_across_faults`: a clustering push-consumer
+    /// group of 2–3 members (each on its own host) consumes at least two
+    /// queues while producers send. Per seed, one or both fault classes
+    /// (swarm style): the broker loses power and restarts; one member is
+    /// partitioned from the broker for up to 12 s — long enough, at times,
+    /// for the broker to expel it so the group rebalances — and healed.
+    pub fn group_consumption(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.queues = workload.queues.max(2);
+        workload.group_members = substream(seed, Salt::Group).random_range(2..=3);
+        let mut rng = substream(seed, Salt::Faults);
+        let crash = rng.random_bool(0.7);
+        let partition = !crash || rng.random_bool(0.6);
+        let window_ms = workload.expected_ms().max(60);
+        let mut faults = Vec::new();
+        if crash {
+            let at_ms = rng.random_range(20..=window_ms);
+            push_crash(&mut faults, at_ms, true);
+            push_restart(&mut faults, at_ms + rng.random_range(50..=2_000));
+        }
+        if partition {
+            let member = rng.random_range(0..workload.group_members);
+            let at_ms = rng.random_range(20..=window_ms);
+            faults.push(TimedFault {
+                at_ms,
+                fault: Fault::PartitionMember { member },
+            });
+            faults.push(TimedFault {
+                at_ms: at_ms + rng.random_range(500..=12_000),
+                fault: Fault::RepairMember { member },
+            });
+        }
+        faults.sort_by_key(|f| f.at_ms);
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+        }
+    }
+
     /// The same plan on a broker device without power-safe overwrite: at a
     /// power loss a sector being rewritten may come back as garbage.
     #[must_use]
@@ -288,6 +344,25 @@ mod tests {
                 assert_eq!(pair[1].fault, Fault::RestartBroker);
             }
         }
+    }
+
+    #[test]
+    fn group_plans_heal_what_they_break_and_vary_the_fault_mix() {
+        let mut mixes = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let plan = Plan::group_consumption(seed);
+            let w = &plan.workload;
+            assert!((2..=3).contains(&w.group_members) && w.queues >= 2);
+            assert!(plan.faults.windows(2).all(|p| p[0].at_ms <= p[1].at_ms));
+            let count = |f: fn(&Fault) -> bool| plan.faults.iter().filter(|t| f(&t.fault)).count();
+            let crashes = count(|f| matches!(f, Fault::CrashBroker { power_loss: true }));
+            assert_eq!(crashes, count(|f| *f == Fault::RestartBroker));
+            let cuts = count(|f| matches!(f, Fault::PartitionMember { .. }));
+            assert_eq!(cuts, count(|f| matches!(f, Fault::RepairMember { .. })));
+            assert!(crashes + cuts > 0, "seed {seed} injects nothing");
+            mixes.insert((crashes, cuts));
+        }
+        assert_eq!(mixes.len(), 3, "{mixes:?}");
     }
 
     #[test]

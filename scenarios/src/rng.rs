@@ -19,6 +19,8 @@ pub enum Salt {
     Clock = 0x636c_6f63_6b73_6b77,
     /// Per-producer pacing inside the simulation.
     Producer = 0x7072_6f64_7563_6572,
+    /// Consumer group shape: how many members.
+    Group = 0x6772_6f75_7073_697a,
 }
 
 /// The RNG of sub-stream `salt` of run `seed`.

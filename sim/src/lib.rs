@@ -4,14 +4,17 @@
 //! Module map:
 //! - [`history`]: the recorded events of a run and its trace hash.
 //! - [`oracle`]: pure checks over a history (lost acks, unexpected values,
-//!   one value per offset, dense offsets, FIFO, duplicates) and, in
-//!   `oracle::timing`, the fence and long-poll wake-up bounds.
+//!   one value per offset, dense offsets, FIFO, duplicates); in
+//!   `oracle::timing`, the fence and long-poll wake-up bounds; in
+//!   `oracle::group`, consumer-group consumption, commits and assignment.
 //! - [`harness`]: `builder(seed)` and the name server / broker hosts.
 //! - [`clock`]: the simulated `Clock` (turmoil epoch + skew, tokio time).
 //! - [`client`]: the production `sluice-client` on turmoil, and how its
 //!   results read as acknowledged / failed / indeterminate sends and pulls.
 //! - [`workload`]: producers, long-polling consumers and the final drain,
 //!   recording the history.
+//! - [`group`]: a clustering push-consumer group (one member per host) and
+//!   the monitor of its committed offsets.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
 //! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
 
@@ -24,6 +27,7 @@ compile_error!(
 
 pub mod client;
 pub mod clock;
+pub mod group;
 pub mod harness;
 pub mod history;
 pub mod oracle;

@@ -1,13 +1,17 @@
 //! The Jepsen-style oracle: pure functions over a recorded history. It is
 //! valid only after a full drain (every queue read from offset 0 to its
-//! end), which the harness records as `Poll` events.
+//! end), which the harness records as `Poll` events. Every read — drain,
+//! long poll, group consumption — joins one version order per queue;
+//! `oracle::group` adds the consumer-group checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::history::{Event, MessageId};
 
+mod group;
 mod timing;
+pub use group::{check_group, GroupBounds};
 pub use timing::{acks_after_fence, late_deliveries, WakeupBounds};
 
 /// What the oracle may assume about the broker under test.
@@ -94,6 +98,54 @@ pub enum Violation {
         queue: i32,
         /// Why.
         reason: String,
+    },
+    /// An acknowledged message never reached a handler of the consumer group.
+    NotConsumed {
+        /// The message.
+        id: MessageId,
+        /// Where it was acknowledged.
+        acked: (i32, u64),
+    },
+    /// The group's committed offset moved backwards within one broker
+    /// life, or across a crash below what the broker had persisted.
+    CommitRegressed {
+        /// The queue.
+        queue: i32,
+        /// The offset it should not have fallen below.
+        from: u64,
+        /// The offset reported.
+        to: u64,
+        /// When it was reported.
+        at_ms: u64,
+    },
+    /// The group committed past a message it had not consumed (a skip: the
+    /// message would never be consumed by the group).
+    CommitSkipped {
+        /// The queue.
+        queue: i32,
+        /// The committed offset.
+        committed: u64,
+        /// The first offset below it that no member had consumed by then.
+        unconsumed: u64,
+        /// When the commit was reported.
+        at_ms: u64,
+    },
+    /// After the liveness phase the group's committed offset is not the
+    /// queue's end (lag is not zero).
+    GroupLag {
+        /// The queue.
+        queue: i32,
+        /// The last committed offset reported, if any.
+        committed: Option<u64>,
+        /// The queue's end (one past its last offset).
+        end: u64,
+    },
+    /// After the liveness phase a queue has no owner or several.
+    AssignmentNotConverged {
+        /// The queue.
+        queue: i32,
+        /// The members that own it.
+        owners: Vec<u32>,
     },
 }
 
@@ -234,7 +286,9 @@ fn reads(events: &[Event]) -> (Positions, Reads, Vec<Violation>) {
     let mut violations = Vec::new();
     for e in events {
         match e {
-            Event::Poll { queue, records } | Event::Delivered { queue, records } => {
+            Event::Poll { queue, records }
+            | Event::Delivered { queue, records }
+            | Event::Consumed { queue, records, .. } => {
                 for (offset, id) in records {
                     let key = (*queue, *offset);
                     match positions.get(&key) {

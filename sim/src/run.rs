@@ -1,7 +1,8 @@
-//! One run of a plan: build the cluster, start the producers, apply the
-//! timed faults while stepping the simulation (the safety phase), make
-//! sure the broker is up, drain every queue (the liveness phase), and judge
-//! the history with the oracle.
+//! One run of a plan: build the cluster, start the producers (and the
+//! consumers the plan asks for), apply the timed faults while stepping the
+//! simulation (the safety phase; a consumer group then runs until it has
+//! caught up), make sure the broker is up, drain every queue (the liveness
+//! phase), and judge the history with the oracle.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -12,10 +13,23 @@ use scenarios::{substream, Fault, Plan, Salt};
 use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
-use crate::harness::{add_broker, add_namesrv, broker_config, builder, slow_syncs, BROKER};
+use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
+use crate::harness::{
+    add_broker, add_namesrv, broker_config, builder, crash_broker, slow_syncs, BROKER,
+};
 use crate::history::{trace_hash, Entry, Event, History};
-use crate::oracle::{check, OracleConfig, Verdict};
+use crate::oracle::{check, check_group, GroupBounds, OracleConfig, Verdict};
 use crate::workload::{drain, long_poll, produce};
+
+/// With a consumer group, the broker drops a member silent this long (at
+/// its next 10 s expiry pass), so a long partition can make the group
+/// rebalance; members heartbeat every second.
+const GROUP_CLIENT_IDLE_MS: u64 = 3_000;
+/// With a consumer group, the broker persists committed offsets this often.
+const GROUP_OFFSET_PERSIST_MS: u64 = 1_000;
+/// Slack on top of the persist period before a committed offset is surely
+/// on disk (the maintenance loop's tick and the write itself).
+const OFFSET_PERSIST_SLACK_MS: u64 = 1_000;
 
 /// Everything a run produced.
 #[derive(Debug)]
@@ -88,12 +102,46 @@ pub fn run_plan(
     slow_syncs(&disk);
     let mut sim = builder(plan.seed).build();
     add_namesrv(&mut sim);
-    add_broker(
-        &mut sim,
-        &disk,
-        &broker_config(flush_mode),
-        plan.broker_skew_ms,
-    );
+    let mut config = broker_config(flush_mode);
+    let group = plan.workload.group_members > 0;
+    if group {
+        config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
+        config.offset_persist_interval_ms = GROUP_OFFSET_PERSIST_MS;
+    }
+    add_broker(&mut sim, &disk, &config, plan.broker_skew_ms);
+    let progress = start_clients(&mut sim, plan, &history);
+    safety_phase(&mut sim, plan, &disk, &history, &progress)?;
+    if !sim.is_host_running(BROKER) {
+        sim.bounce(BROKER);
+        history.record_at(now_ms(&sim), fault_event("restart broker for the drain"));
+    }
+    sim.client("drain", drain(plan.workload.queues, history.clone()));
+    sim.run().map_err(|e| format!("drain phase: {e}"))?;
+    let end_ms = now_ms(&sim);
+    let entries = history.entries();
+    let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
+    let mut verdict = check(&events, oracle);
+    if group {
+        let bounds = group_bounds(plan, GROUP_OFFSET_PERSIST_MS + OFFSET_PERSIST_SLACK_MS);
+        verdict.violations.extend(check_group(&entries, &bounds));
+    }
+    let report = RunReport {
+        plan: plan.clone(),
+        trace_hash: trace_hash(&entries, end_ms),
+        verdict,
+        entries,
+        end_ms,
+        disk: disk.stats(),
+    };
+    if std::env::var_os("SIM_TRACE").is_some() {
+        report.print_trace();
+    }
+    Ok(report)
+}
+
+/// Starts the plan's clients: the producers, and the long-polling
+/// consumers or the consumer group (members and offset monitor) it asks for.
+fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> Rc<GroupProgress> {
     let finished = Rc::new(Cell::new(0));
     for p in 0..plan.workload.producers {
         let producer = produce(
@@ -116,36 +164,33 @@ pub fn run_plan(
             sim.client(consumer_host(q), consumer);
         }
     }
-    safety_phase(&mut sim, plan, &disk, &history)?;
-    if !sim.is_host_running(BROKER) {
-        sim.bounce(BROKER);
-        history.record_at(now_ms(&sim), fault_event("restart broker for the drain"));
+    let progress = Rc::new(GroupProgress {
+        producers_finished: finished,
+        producers: plan.workload.producers,
+        queues: plan.workload.queues,
+        ..GroupProgress::default()
+    });
+    if plan.workload.group_members > 0 {
+        for m in 0..plan.workload.group_members {
+            sim.client(
+                member_host(m),
+                member(m, Rc::clone(&progress), history.clone()),
+            );
+        }
+        sim.client(MONITOR, monitor(Rc::clone(&progress), history.clone()));
     }
-    sim.client("drain", drain(plan.workload.queues, history.clone()));
-    sim.run().map_err(|e| format!("drain phase: {e}"))?;
-    let end_ms = now_ms(&sim);
-    let entries = history.entries();
-    let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
-    let report = RunReport {
-        plan: plan.clone(),
-        trace_hash: trace_hash(&entries, end_ms),
-        verdict: check(&events, oracle),
-        entries,
-        end_ms,
-        disk: disk.stats(),
-    };
-    if std::env::var_os("SIM_TRACE").is_some() {
-        report.print_trace();
-    }
-    Ok(report)
+    progress
 }
 
-/// Steps until every producer finished and every planned fault was applied.
+/// Steps until every client finished and every planned fault was applied.
+/// A consumer group runs on until its monitor sees it caught up, which it
+/// only looks for once `progress` says the faults are all applied.
 fn safety_phase(
     sim: &mut turmoil::Sim<'_>,
     plan: &Plan,
     disk: &SimDisk,
     history: &History,
+    progress: &GroupProgress,
 ) -> Result<(), String> {
     let mut faults = plan.faults.iter().peekable();
     loop {
@@ -153,7 +198,7 @@ fn safety_phase(
         while let Some(f) = faults.next_if(|f| f.at_ms <= now) {
             match f.fault {
                 Fault::CrashBroker { power_loss } => {
-                    sim.crash(BROKER);
+                    crash_broker(sim);
                     if power_loss {
                         disk.power_loss();
                     } else {
@@ -168,11 +213,16 @@ fn safety_phase(
                 Fault::RepairProducers => each_producer(plan, |p| sim.repair(BROKER, p)),
                 Fault::PartitionConsumers => each_consumer(plan, |c| sim.partition(BROKER, c)),
                 Fault::RepairConsumers => each_consumer(plan, |c| sim.repair(BROKER, c)),
+                Fault::PartitionMember { member } => sim.partition(BROKER, member_host(member)),
+                Fault::RepairMember { member } => sim.repair(BROKER, member_host(member)),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
-        let producers_done = sim.step().map_err(|e| format!("safety phase: {e}"))?;
-        if producers_done && faults.peek().is_none() {
+        if faults.peek().is_none() {
+            progress.faults_applied.set(true);
+        }
+        let clients_done = sim.step().map_err(|e| format!("safety phase: {e}"))?;
+        if clients_done && faults.peek().is_none() {
             return Ok(());
         }
     }
@@ -199,6 +249,30 @@ fn each_consumer(plan: &Plan, mut f: impl FnMut(String)) {
         for q in 0..plan.workload.queues {
             f(consumer_host(q));
         }
+    }
+}
+
+/// The group checks' view of `plan`: its queues, the broker's outages
+/// (each crash with the restart after it) and how long a committed offset
+/// takes to be persisted.
+fn group_bounds(plan: &Plan, persisted_after_ms: u64) -> GroupBounds {
+    let mut outages_ms = Vec::new();
+    let mut crashed_at = None;
+    for f in &plan.faults {
+        match f.fault {
+            Fault::CrashBroker { .. } => crashed_at = crashed_at.or(Some(f.at_ms)),
+            Fault::RestartBroker => {
+                if let Some(crash_ms) = crashed_at.take() {
+                    outages_ms.push((crash_ms, f.at_ms));
+                }
+            }
+            _ => {}
+        }
+    }
+    GroupBounds {
+        queues: plan.workload.queues,
+        outages_ms,
+        persisted_after_ms,
     }
 }
 

@@ -30,6 +30,24 @@ fn same_seed_gives_the_same_trace_hash_and_different_seeds_differ() {
     assert_eq!(hashes.len(), 4, "four seeds, fewer distinct traces");
 }
 
+/// The consumer group runs the most client code (rebalance, long polls,
+/// handlers, offset commits, heartbeats) across a crash and a partition.
+#[test]
+fn group_consumption_runs_are_deterministic() {
+    let hash = |seed| {
+        run_plan(&Plan::group_consumption(seed), FlushMode::Sync, ORACLE)
+            .expect("simulation runs")
+            .trace_hash
+    };
+    for seed in [5, 22] {
+        assert_eq!(
+            hash(seed),
+            hash(seed),
+            "seed {seed} diverged between two runs"
+        );
+    }
+}
+
 /// tokio's task ids are process-global and decide the order tasks drop at
 /// a crash; the harness aligns them at the start of every run.
 #[test]
