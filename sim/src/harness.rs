@@ -102,17 +102,12 @@ pub fn add_broker(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, config: &BrokerCon
     });
 }
 
-/// Crashes the broker host. turmoil drops the host's tasks, running their
-/// destructors; dropping the broker's RPC server closes its connections,
-/// and the connection-closed hook spawns a consumer-group notification
-/// (`sluice-node`'s `notify_ids_changed`) with no runtime to spawn on,
-/// which panics. A crashed process runs nothing at all, so the destructors
-/// run inside a throwaway runtime that is never driven: whatever they spawn
-/// is dropped with it, unsent.
+/// Crashes the broker host. turmoil drops the host's tasks and runs their
+/// destructors outside any runtime: dropping the broker's RPC server closes
+/// its connections, whose closed hook would notify consumer groups; the
+/// broker sends nothing when there is no runtime (this used to panic with
+/// two or more group members connected — `group_consumption_across_faults`
+/// crashes the broker in exactly that state).
 pub fn crash_broker(sim: &mut turmoil::Sim<'_>) {
-    let limbo = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("invariant: a bare current-thread runtime builds");
-    let _inside = limbo.enter();
     sim.crash(BROKER);
 }

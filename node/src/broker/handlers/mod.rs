@@ -96,8 +96,14 @@ impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
 }
 
 /// Tells every member of a consumer group that membership changed, so they
-/// rebalance at once (oneway, best effort).
+/// rebalance at once (oneway, best effort). Called from connection-closed
+/// hooks too, which also run while a server is torn down outside any
+/// runtime (a crashed simulated host, a runtime dropped mid-serve): then
+/// there is nobody to tell and nothing is sent.
 pub fn notify_ids_changed<D: Disk, C: Clock>(broker: &Broker<D, C>, group: &str) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
     let header = NotifyConsumerIdsChangedRequestHeader {
         consumer_group: group.to_owned(),
     };
@@ -105,7 +111,7 @@ pub fn notify_ids_changed<D: Disk, C: Clock>(broker: &Broker<D, C>, group: &str)
         let mut cmd =
             RemotingCommand::request_with_header(rc::NOTIFY_CONSUMER_IDS_CHANGED, &header);
         cmd.mark_oneway();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             if let Err(e) = conn.invoke_oneway(cmd, Duration::from_secs(3)).await {
                 tracing::debug!(error = %e, "consumer id change notification failed");
             }
