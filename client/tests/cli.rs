@@ -229,8 +229,11 @@ fn every_verb_works_against_a_standalone_node() {
     );
     assert_eq!(json_lines(&replay).len(), 3, "reset did not rewind");
 
-    // consume --follow waits for new messages until --count
-    let follower = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    // consume --follow waits for new messages until --count. It starts from
+    // "now", so the late messages count however long its first rebalance
+    // takes on a busy machine.
+    let now_ms = sluice_core::Clock::wall_ms(&sluice_core::SystemClock::new()).to_string();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args([
             "--namesrv",
             &node.namesrv,
@@ -240,17 +243,28 @@ fn every_verb_works_against_a_standalone_node() {
             "Cli",
         ])
         .args([
-            "--group", "g2", "--from", "last", "--follow", "--count", "2",
+            "--group", "g2", "--from", &now_ms, "--follow", "--count", "2",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn follower");
-    pause(Duration::from_secs(4));
+    pause(Duration::from_secs(2));
     json(
         &node,
         &["send", "--topic", "Cli", "--body", "late", "--count", "2"],
     );
+    // Bounded: a follower that never sees the messages fails the test
+    // instead of hanging it.
+    let mut waited = Duration::ZERO;
+    while follower.try_wait().expect("poll follower").is_none() {
+        if waited > Duration::from_secs(60) {
+            let _ = follower.kill();
+            panic!("the follower did not receive the late messages in 60 s");
+        }
+        pause(Duration::from_millis(100));
+        waited += Duration::from_millis(100);
+    }
     let out = follower.wait_with_output().expect("follower");
     assert!(
         out.status.success(),
