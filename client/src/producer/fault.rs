@@ -54,8 +54,9 @@ mod tests {
         t.record("slow", Duration::from_millis(600), false, now);
         t.record("dead", Duration::from_millis(1), true, now);
         assert!(t.is_available("fast", now));
-        assert!(!t.is_available("slow", now + Duration::from_secs(59)));
-        assert!(t.is_available("slow", now + Duration::from_secs(60)));
+        // 600 ms is past the 550 ms step: avoided for 30 s.
+        assert!(!t.is_available("slow", now + Duration::from_secs(29)));
+        assert!(t.is_available("slow", now + Duration::from_secs(30)));
         assert!(!t.is_available("dead", now + Duration::from_secs(29)));
         assert!(t.is_available("dead", now + ISOLATION));
         t.record("dead", Duration::from_millis(1), false, now);
