@@ -294,6 +294,15 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .bind(&transport, &self.config.listen)
             .await?;
         let addr = server.local_addr();
+        if self.config.advertised_addr.is_none() && addr.ip().is_unspecified() {
+            tracing::warn!(
+                listen = %self.config.listen,
+                "listening on a wildcard address without advertised_addr: name servers will \
+                 give clients {} as this broker's address, which only this machine can reach; \
+                 set advertised_addr in broker.toml",
+                self.config.advertised()
+            );
+        }
         if self.config.advertised_addr.is_none() {
             *self
                 .store_host
