@@ -29,6 +29,10 @@ pub struct Workload {
     /// Members of one clustering push-consumer group, each on its own
     /// host, consuming while producers send (0: no group).
     pub group_members: u32,
+    /// Mutant: the group's handler reports success for every message but
+    /// loses every fifth one it is given — a consumer that commits before
+    /// it processes.
+    pub lossy_group_handler: bool,
 }
 
 /// One injected fault.
@@ -106,6 +110,7 @@ fn workload(seed: u64) -> Workload {
         retries_max: 0,
         long_poll_consumers: false,
         group_members: 0,
+        lossy_group_handler: false,
     }
 }
 
@@ -320,6 +325,14 @@ impl Plan {
     #[must_use]
     pub fn without_flush_wait(mut self) -> Self {
         self.workload.wait_for_flush = false;
+        self
+    }
+
+    /// The same plan with a group handler that loses messages it reports
+    /// as consumed (a mutant).
+    #[must_use]
+    pub fn with_lossy_group_handler(mut self) -> Self {
+        self.workload.lossy_group_handler = true;
         self
     }
 }

@@ -84,7 +84,12 @@ impl GroupProgress {
 /// first offset, whose handler records every message it is given and
 /// succeeds; its assignment is recorded whenever it changes. Shuts down
 /// (committing its offsets) when the monitor says stop.
-pub async fn member(member: u32, progress: Rc<GroupProgress>, history: History) -> turmoil::Result {
+pub async fn member(
+    member: u32,
+    progress: Rc<GroupProgress>,
+    history: History,
+    lossy: bool,
+) -> turmoil::Result {
     let client = client(&member_host(member), 400 + member, |c| {
         // Fast enough that the group reacts within a short run.
         c.heartbeat_interval = Duration::from_secs(1);
@@ -107,7 +112,12 @@ pub async fn member(member: u32, progress: Rc<GroupProgress>, history: History) 
     consumer.subscribe(Subscription::all(TOPIC));
     let recorder = history.clone();
     consumer
-        .start(handler(move |msgs: Vec<MessageExt>| {
+        .start(handler(move |mut msgs: Vec<MessageExt>| {
+            if lossy {
+                // The mutant: success is reported for all, but every fifth
+                // message never reaches the application.
+                msgs.retain(|m| m.queue_offset % 5 != 2);
+            }
             record_consumed(&recorder, member, &msgs);
             std::future::ready(ConsumeResult::Success)
         }))

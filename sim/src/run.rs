@@ -174,7 +174,12 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
         for m in 0..plan.workload.group_members {
             sim.client(
                 member_host(m),
-                member(m, Rc::clone(&progress), history.clone()),
+                member(
+                    m,
+                    Rc::clone(&progress),
+                    history.clone(),
+                    plan.workload.lossy_group_handler,
+                ),
             );
         }
         sim.client(MONITOR, monitor(Rc::clone(&progress), history.clone()));

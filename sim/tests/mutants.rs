@@ -6,6 +6,8 @@
 //!   ack-before-sync bug — while the oracle still demands `SYNC_FLUSH` safety.
 //! - `ASYNC_FLUSH` acknowledges from the page cache by design; judged by
 //!   the `SYNC_FLUSH` promise, crashes must show the loss.
+//! - A consumer group whose handler reports success for messages it loses
+//!   (commit before processing) must show unconsumed acknowledged messages.
 
 use scenarios::Plan;
 use sim::oracle::{OracleConfig, Violation};
@@ -65,5 +67,28 @@ fn the_unbroken_broker_is_not_flagged_on_the_same_seeds() {
         first_catching_seed(Plan::broker_crash, FlushMode::Sync),
         None,
         "the oracle flags a correct SYNC_FLUSH broker"
+    );
+}
+
+#[test]
+fn oracle_catches_a_consumer_group_that_loses_messages() {
+    let caught = (0..SEEDS_MAX).find(|&seed| {
+        let report = run_plan(
+            &Plan::group_consumption(seed).with_lossy_group_handler(),
+            FlushMode::Sync,
+            OracleConfig {
+                acked_must_survive: true,
+            },
+        )
+        .expect("simulation runs");
+        report
+            .verdict
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::NotConsumed { .. }))
+    });
+    assert!(
+        caught.is_some(),
+        "a lossy group handler survived {SEEDS_MAX} seeds"
     );
 }
