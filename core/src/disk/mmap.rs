@@ -217,17 +217,21 @@ impl Disk for MmapDisk {
             }
             Some(Prep::Pending | Prep::Failed) | None => None,
         };
-        let (tmp, map, warm) = if let Some(map) = prepared {
-            (hidden(&abs, PREP_PREFIX), map, true)
+        let (tmp, map) = if let Some(map) = prepared {
+            (hidden(&abs, PREP_PREFIX), map)
         } else {
-            // Not prepared ahead (the first segment of a fresh store):
-            // allocate now but pre-fault in the background, so that opening
-            // a store never waits for a gigabyte of page faults; early
-            // appends fault their own pages meanwhile.
+            // Not prepared ahead (the first segment of a fresh store, an
+            // index file): allocate now and let appends fault their own
+            // pages, as RocketMQ does without warmMappedFile. Pre-faulting
+            // here made opening a store wait for a gigabyte of page faults
+            // (~8 s), and doing it in the background stalled the first
+            // seconds of service instead (seconds-long sends when several
+            // nodes start at once). Later segments are prepared ahead and
+            // pre-faulted off the hot path.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
             let map = allocate_cold(&tmp, len, map_len)?;
-            (tmp, map, false)
+            (tmp, map)
         };
         // `hard_link` refuses to replace an existing name, unlike `rename`,
         // so a racing creator gets AlreadyExists instead of a lost segment.
@@ -235,12 +239,7 @@ impl Disk for MmapDisk {
         remove_if_exists(&tmp)?;
         linked?;
         sync_dir(dir)?;
-        let segment = self.segment(abs, map);
-        if !warm {
-            let map = Arc::clone(&segment.map);
-            let _ = self.inner.alloc_jobs.send(Box::new(move || prefault(&map)));
-        }
-        Ok(segment)
+        Ok(self.segment(abs, map))
     }
 
     fn prepare_segment(&self, path: &str, len: u64) {
