@@ -8,10 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use sluice_core::message::topic::SCHEDULE_TOPIC;
-use sluice_core::message::{keys, Properties, StoredRecord};
-use sluice_net::header::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeaderV2};
+use sluice_core::message::{keys, StoredRecord};
+use sluice_net::header::ConsumerSendMsgBackRequestHeader;
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::RemotingCommand;
 use support::{Client, Node};
@@ -31,30 +30,10 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Sends `body` to `topic` queue 0 with `extra` properties.
 async fn send_with(c: &Client, topic: &str, body: &[u8], extra: &[(&str, &str)]) {
-    let mut props = Properties::new();
-    props.insert(keys::WAIT, "true").expect("wait");
-    for (k, v) in extra {
-        props.insert(k, v).expect("property");
-    }
-    let h = SendMessageRequestHeaderV2 {
-        a: "test-producer".into(),
-        b: topic.into(),
-        c: "TBW102".into(),
-        d: 4,
-        e: 0,
-        f: 0,
-        g: 1_700_000_000_000,
-        h: 0,
-        i: Some(String::from_utf8(props.encode()).expect("utf8")),
-        j: Some(0),
-        k: Some(false),
-        l: None,
-        m: Some(false),
-        n: None,
-    };
-    let cmd = RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &h)
-        .with_body(Bytes::copy_from_slice(body));
-    let r = c.call(cmd, Duration::from_secs(5)).await.expect("send");
+    let r = c
+        .send_with_properties(topic, 0, body, extra)
+        .await
+        .expect("send");
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
 }
 

@@ -8,14 +8,11 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
 use sluice_core::disk::MmapDisk;
 use sluice_core::message::topic::SCHEDULE_TOPIC;
-use sluice_core::message::{keys, offset_msg_id, Properties, StoredRecord};
+use sluice_core::message::{keys, offset_msg_id, StoredRecord};
 use sluice_core::{FlushMode, StoreConfig, SystemClock};
-use sluice_net::header::{
-    ConsumerSendMsgBackRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader,
-};
+use sluice_net::header::ConsumerSendMsgBackRequestHeader;
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, TokioTransport};
 use sluice_node::broker::{Broker, BrokerConfig};
@@ -79,35 +76,14 @@ impl Running {
     }
 }
 
-/// Sends one message with extra properties; returns the response code.
+/// Sends one message (key `k1`) with extra properties; returns the response code.
 async fn send_with(c: &Client, topic: &str, body: &[u8], extra: &[(&str, &str)]) -> i32 {
-    let mut props = Properties::new();
-    props.insert(keys::KEYS, "k1").expect("key");
-    props.insert(keys::WAIT, "true").expect("wait");
-    for (k, v) in extra {
-        props.insert(k, v).expect("property");
-    }
-    let h = SendMessageRequestHeaderV2 {
-        a: "test-producer".into(),
-        b: topic.into(),
-        c: "TBW102".into(),
-        d: 4,
-        e: 0,
-        f: 0,
-        g: 1_700_000_000_000,
-        h: 0,
-        i: Some(String::from_utf8(props.encode()).expect("utf8")),
-        j: Some(0),
-        k: Some(false),
-        l: None,
-        m: Some(false),
-        n: None,
-    };
-    let cmd = RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &h)
-        .with_body(Bytes::copy_from_slice(body));
-    let r = c.call(cmd, Duration::from_secs(5)).await.expect("send");
-    assert!(r.header::<SendMessageResponseHeader>().is_ok() || r.code != 0);
-    r.code
+    let mut props = vec![(keys::KEYS, "k1")];
+    props.extend_from_slice(extra);
+    c.send_with_properties(topic, 0, body, &props)
+        .await
+        .expect("send")
+        .code
 }
 
 /// Drains `topic` queue 0 every 50 ms until it holds a record or `limit` passes.

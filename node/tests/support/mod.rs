@@ -243,10 +243,28 @@ impl Client {
         key: &str,
         tags: &str,
     ) -> sluice_net::Result<Sent> {
-        let mut props = Properties::new();
-        props.insert(keys::KEYS, key).expect("key");
-        props.insert(keys::TAGS, tags).expect("tags");
-        props.insert(keys::WAIT, "true").expect("wait");
+        self.send_with_properties(
+            topic,
+            queue_id,
+            body,
+            &[(keys::KEYS, key), (keys::TAGS, tags)],
+        )
+        .await
+    }
+
+    /// Sends `body` to `topic`/`queue_id` with `WAIT=true` and `props`.
+    pub async fn send_with_properties(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        body: &[u8],
+        props: &[(&str, &str)],
+    ) -> sluice_net::Result<Sent> {
+        let mut properties = Properties::new();
+        for (k, v) in props {
+            properties.insert(k, v).expect("property");
+        }
+        properties.insert(keys::WAIT, "true").expect("wait");
         let h = SendMessageRequestHeaderV2 {
             a: "test-producer".into(),
             b: topic.into(),
@@ -256,7 +274,7 @@ impl Client {
             f: 0,
             g: 1_700_000_000_000,
             h: 0,
-            i: Some(String::from_utf8(props.encode()).expect("utf8")),
+            i: Some(String::from_utf8(properties.encode()).expect("utf8")),
             j: Some(0),
             k: Some(false),
             l: None,
