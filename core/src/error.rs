@@ -54,6 +54,9 @@ pub enum Error {
         /// Which limit was hit.
         reason: String,
     },
+    /// A put on a replica: only the master's store takes writes.
+    #[error("store is a replica and takes no puts")]
+    NotWriter,
     /// The store has been shut down.
     #[error("store is shut down")]
     ShutDown,

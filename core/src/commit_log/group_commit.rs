@@ -59,6 +59,12 @@ impl GroupCommit {
         st.durable = st.durable.max(to);
     }
 
+    /// Forgets durability above `to` after the log was cut back there.
+    pub(crate) fn rewind(&self, to: u64) {
+        let mut st = self.lock();
+        st.durable = st.durable.min(to);
+    }
+
     /// Number of syncs the group commit has issued.
     pub(crate) fn syncs(&self) -> u64 {
         self.lock().syncs

@@ -9,7 +9,7 @@ mod group_commit;
 pub(crate) mod scan;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -19,11 +19,13 @@ use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::message::record_seal::seal_record;
 use crate::message::{
-    encode_blank, encode_pad_head, sys_flag, with_seal_placeholder, MessageInput, RecordStamp,
+    encode_blank, encode_pad_head, peek_head, sys_flag, with_seal_placeholder, MessageInput,
+    RecordHead, RecordStamp,
 };
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::SegmentChain;
 use group_commit::GroupCommit;
+use scan::{step_in, Step};
 
 /// Size of the end-of-segment blank record.
 pub const BLANK_RECORD_BYTES: u64 = 8;
@@ -74,6 +76,9 @@ pub struct CommitLog<D: Disk, C: Clock> {
     writer: Mutex<Writer>,
     written: AtomicU64,
     durability: GroupCommit,
+    /// A follower's log is a byte-for-byte copy of its master's: it never
+    /// writes pads of its own.
+    follower: AtomicBool,
 }
 
 /// True for records that get a ConsumeQueue entry: everything except
@@ -98,6 +103,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             }),
             written: AtomicU64::new(0),
             durability: GroupCommit::new(0),
+            follower: AtomicBool::new(false),
         })
     }
 
@@ -319,7 +325,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         let mut w = self.lock_writer();
         let pos = w.pos;
         let in_sector = pos % SECTOR_BYTES;
-        if in_sector == 0 {
+        if in_sector == 0 || self.follower.load(Ordering::Acquire) {
             return pos;
         }
         let seg = self.chain.segment_bytes();
@@ -372,6 +378,149 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             });
         }
         self.chain.read(offset.0, len as usize)
+    }
+
+    /// Switches follower mode: a follower (a replica) writes only bytes
+    /// copied from its master and never pads on its own.
+    pub(crate) fn set_follower(&self, on: bool) {
+        self.follower.store(on, Ordering::Release);
+    }
+
+    /// True while the log is a follower's copy.
+    pub fn is_follower(&self) -> bool {
+        self.follower.load(Ordering::Acquire)
+    }
+
+    /// Whole log units (records, pads, the segment's blank) from `from`, a
+    /// unit boundary, up to `max` bytes (at least one unit), never past the
+    /// written end or the segment's end. Empty when nothing is written
+    /// after `from`. What a master streams to its replicas.
+    pub fn read_units(&self, from: CommitLogOffset, max: usize) -> Result<Bytes> {
+        let written = self.written().0;
+        if from.0 >= written {
+            return Ok(Bytes::new());
+        }
+        if from < self.min_offset() {
+            return Err(Error::Corrupt {
+                path: "commitlog".to_owned(),
+                offset: from.0,
+                reason: "offset below the oldest retained segment",
+            });
+        }
+        let limit = written.min(self.chain.segment_start(from.0) + self.chain.segment_bytes());
+        let mut pos = from.0;
+        while pos < limit {
+            let size = match peek_head(&self.chain.read(pos, 8)?) {
+                Ok(RecordHead::Message { total_size }) => u64::from(total_size),
+                Ok(RecordHead::Blank { remaining }) => u64::from(remaining),
+                Ok(RecordHead::Pad { size }) => u64::from(size),
+                Err(_) => 0,
+            };
+            if size == 0 || pos + size > limit {
+                return Err(Error::Corrupt {
+                    path: "commitlog".to_owned(),
+                    offset: pos,
+                    reason: "no whole log unit at a unit boundary below the written end",
+                });
+            }
+            if pos > from.0 && pos + size - from.0 > max as u64 {
+                break;
+            }
+            pos += size;
+        }
+        self.chain.read(
+            from.0,
+            usize::try_from(pos - from.0).expect("invariant: inside one segment"),
+        )
+    }
+
+    /// Appends bytes copied verbatim from the master at `at`, which must be
+    /// this log's written end: whole units inside one segment, each checked
+    /// (seal, stored offset, and a queue offset that continues this log's
+    /// queue) before anything is written. Returns the new written end.
+    pub(crate) fn append_units(&self, at: CommitLogOffset, bytes: &Bytes) -> Result<u64> {
+        let seg = self.chain.segment_bytes();
+        let reject = |offset: u64, reason: &'static str| Error::Corrupt {
+            path: "replicated bytes".to_owned(),
+            offset,
+            reason,
+        };
+        let end = at.0 + bytes.len() as u64;
+        if bytes.is_empty() {
+            return Ok(at.0);
+        }
+        if at.0 % seg + bytes.len() as u64 > seg {
+            return Err(reject(at.0, "replicated bytes cross a segment boundary"));
+        }
+        let mut w = self.lock_writer();
+        self.durability.check()?;
+        if w.pos != at.0 {
+            return Err(reject(
+                at.0,
+                "replicated bytes do not start at this log's end",
+            ));
+        }
+        let read = |pos: u64, len: usize| {
+            let lo = usize::try_from(pos.checked_sub(at.0)?).ok()?;
+            let hi = lo.checked_add(len)?;
+            (hi <= bytes.len()).then(|| bytes.slice(lo..hi))
+        };
+        // Check every unit first: a bad chunk changes nothing.
+        let mut queue_next: BTreeMap<(String, i32), u64> = BTreeMap::new();
+        let mut last_ms = w.last_store_ms;
+        let mut pos = at.0;
+        while pos < end {
+            match step_in(read, seg, pos, false) {
+                Step::Record(rec, _) => {
+                    if is_dispatchable(rec.sys_flag) {
+                        let key = (rec.topic.clone(), rec.queue_id);
+                        let expected = queue_next.get(&key).copied().unwrap_or_else(|| {
+                            w.queue_next
+                                .get(rec.topic.as_str())
+                                .and_then(|m| m.get(&rec.queue_id))
+                                .copied()
+                                .unwrap_or(0)
+                        });
+                        if u64::try_from(rec.queue_offset).ok() != Some(expected) {
+                            return Err(reject(
+                                pos,
+                                "queue offset does not continue this log's queue",
+                            ));
+                        }
+                        queue_next.insert(key, expected + 1);
+                    }
+                    last_ms = last_ms.max(rec.store_timestamp_ms);
+                    pos += u64::from(rec.total_size);
+                }
+                Step::Blank { next } | Step::Pad { next } => pos = next,
+                Step::End(reason) => return Err(reject(pos, reason)),
+            }
+        }
+        if pos != end {
+            return Err(reject(end, "replicated bytes end inside a unit"));
+        }
+        self.chain.write(at.0, bytes)?;
+        for ((topic, queue_id), next) in queue_next {
+            w.queue_next
+                .entry(topic)
+                .or_default()
+                .insert(queue_id, next);
+        }
+        w.last_store_ms = last_ms;
+        w.pos = end;
+        self.written.store(w.pos, Ordering::Release);
+        Ok(w.pos)
+    }
+
+    /// Moves the write position back to `to` (a unit boundary): the bytes
+    /// after it are no longer part of the log. The caller zeroes them and
+    /// sets the queues' next offsets.
+    pub(crate) fn rewind(&self, to: u64, queue_next: BTreeMap<String, BTreeMap<i32, u64>>) {
+        let mut w = self.lock_writer();
+        w.pos = to;
+        w.queue_next = queue_next;
+        self.written.store(to, Ordering::Release);
+        self.durability.rewind(to);
     }
 
     /// Fences the log after a failure that leaves its durable state unknown.

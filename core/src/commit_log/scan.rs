@@ -37,12 +37,27 @@ pub(crate) fn step_fresh<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
 }
 
 fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) -> Step {
-    let seg = chain.segment_bytes();
+    step_in(
+        |at, len| chain.read(at, len).ok(),
+        chain.segment_bytes(),
+        pos,
+        check_body,
+    )
+}
+
+/// Reads what is at `pos` through `read(offset, len)` (`None` when the
+/// bytes are not there), in a log of `seg`-byte segments. The one
+/// definition of a valid log unit, for the stored log and for bytes a
+/// replica receives before it writes them.
+pub(crate) fn step_in<R>(read: R, seg: u64, pos: u64, check_body: bool) -> Step
+where
+    R: Fn(u64, usize) -> Option<Bytes>,
+{
     let rel = pos % seg;
     if rel + BLANK_RECORD_BYTES > seg {
         return Step::End("no room for a record header");
     }
-    let Ok(head) = chain.read(pos, 8) else {
+    let Some(head) = read(pos, 8) else {
         return Step::End("no segment at this offset");
     };
     if head.iter().all(|b| *b == 0) {
@@ -73,7 +88,7 @@ fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) ->
             if size < BLANK_RECORD_BYTES || rel + size + BLANK_RECORD_BYTES > seg {
                 return Step::End("record size does not fit the segment");
             }
-            let Ok(raw) = chain.read(pos, total_size as usize) else {
+            let Some(raw) = read(pos, total_size as usize) else {
                 return Step::End("record unreadable");
             };
             if !seal_matches(&raw) {

@@ -48,6 +48,11 @@ pub struct StoreConfig {
     /// damaged record. Loses every record after it: an explicit operator
     /// choice, never a default.
     pub repair_truncate_corrupt: bool,
+    /// The store belongs to a replicated broker group: it opens as a
+    /// follower (its log a byte-for-byte copy of a master's, so it writes
+    /// no pad of its own) and takes puts only after
+    /// [`become_writer`](crate::store::MessageStore::become_writer).
+    pub replicated: bool,
 }
 
 impl Default for StoreConfig {
@@ -66,6 +71,7 @@ impl Default for StoreConfig {
             retention_segments_per_pass_max: 10,
             recovery_verify_bytes: 64 << 20,
             repair_truncate_corrupt: false,
+            replicated: false,
         }
     }
 }

@@ -44,9 +44,15 @@ pub(crate) struct Dispatcher {
 }
 
 impl<D: Disk, C: Clock> MessageStore<D, C> {
-    /// Dispatches every record below `limit` not yet dispatched, then tells
-    /// the arrival listener which queues grew.
+    /// Dispatches every record below `limit` and below the confirmed-offset
+    /// gate not yet dispatched, then tells the arrival listener which
+    /// queues grew.
     pub(crate) fn dispatch_to(&self, limit: u64) -> Result<()> {
+        self.dispatch_to_ungated(limit.min(self.confirmed()))
+    }
+
+    /// Like [`dispatch_to`](Self::dispatch_to), ignoring the gate.
+    pub(crate) fn dispatch_to_ungated(&self, limit: u64) -> Result<()> {
         let mut grown: BTreeMap<(String, i32), QueueOffset> = BTreeMap::new();
         {
             let mut d = self.lock_dispatcher();

@@ -17,7 +17,8 @@ pub use dispatch::ArrivalListener;
 pub use get::{GetResult, GetStatus, MessageFilter, TagsFilter, SCAN_ENTRIES_MAX};
 pub use retention::RetentionReport;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use bytes::Bytes;
@@ -50,6 +51,9 @@ pub struct MessageStore<D: Disk, C: Clock> {
     disk_full: AtomicBool,
     shut_down: AtomicBool,
     checkpointing: AtomicBool,
+    /// Consumers see nothing at or past this offset (`u64::MAX`: no gate).
+    /// A SYNC-replicated broker sets it to the offset its in-sync set holds.
+    confirmed: AtomicU64,
 }
 
 impl<D: Disk, C: Clock> MessageStore<D, C> {
@@ -106,6 +110,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
+        if self.log.is_follower() {
+            return Err(Error::NotWriter);
+        }
         self.log.check_writable()?;
         if self.disk_full.load(Ordering::Acquire) {
             return Err(Error::DiskFull {
@@ -149,6 +156,136 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if let Err(e) = self.dispatch_to(visible_to) {
             tracing::warn!(error = %e, "dispatch deferred; the stored record becomes visible on a later attempt");
         }
+        Ok(())
+    }
+
+    /// Replication, on a follower: appends bytes copied verbatim from the
+    /// master at `at` (this log's end), makes them as durable as the flush
+    /// mode asks, and returns the offset this replica now holds for sure —
+    /// the one it may report to its master.
+    pub async fn append_replicated(&self, at: CommitLogOffset, bytes: &Bytes) -> Result<u64> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if !self.log.is_follower() {
+            return Err(Error::Corrupt {
+                path: "replicated bytes".to_owned(),
+                offset: at.0,
+                reason: "the log is a writer's, not a follower's",
+            });
+        }
+        let end = self.log.append_units(at, bytes)?;
+        let held = match self.config.flush_mode {
+            FlushMode::Async => end,
+            FlushMode::Sync => {
+                self.log.wait_durable(end).await?;
+                self.log.durable().0
+            }
+        };
+        if let Err(e) = self.dispatch_to(held) {
+            tracing::warn!(error = %e, "dispatch deferred on a replica");
+        }
+        Ok(held)
+    }
+
+    /// Offset this store holds for sure: durable in SYNC flush mode,
+    /// written in ASYNC flush mode.
+    pub fn held_offset(&self) -> CommitLogOffset {
+        match self.config.flush_mode {
+            FlushMode::Async => self.log.written(),
+            FlushMode::Sync => self.log.durable(),
+        }
+    }
+
+    /// Gates what consumers see: records at or past `offset` stay invisible
+    /// until a later call moves the gate. A SYNC-replicated broker passes
+    /// the offset its in-sync set holds; `u64::MAX` lifts the gate.
+    pub fn set_confirmed(&self, offset: u64) {
+        self.confirmed.store(offset, Ordering::Release);
+        let limit = match self.config.flush_mode {
+            FlushMode::Async => self.log.written().0,
+            FlushMode::Sync => self.log.durable().0,
+        };
+        if let Err(e) = self.dispatch_to(limit) {
+            tracing::warn!(error = %e, "dispatch deferred");
+        }
+    }
+
+    /// The consumer-visibility gate in force (`u64::MAX`: none).
+    pub fn confirmed(&self) -> u64 {
+        self.confirmed.load(Ordering::Acquire)
+    }
+
+    /// Takes the writer role (a follower promoted to master): pads the log
+    /// to a sector boundary and syncs it, then accepts puts. Returns where
+    /// this writer's history starts — the log's end before the pad, the
+    /// start offset of the new master epoch.
+    pub async fn become_writer(&self) -> Result<CommitLogOffset> {
+        let start = self.log.written();
+        if !self.log.is_follower() {
+            return Ok(start);
+        }
+        // Everything this replica holds is now the master's history.
+        self.log.flush().await?;
+        self.dispatch_to_ungated(self.log.written().0)?;
+        self.log.set_follower(false);
+        self.log.pad_after_recovery().await?;
+        Ok(start)
+    }
+
+    /// Gives up the writer role: the log becomes a follower's copy again
+    /// (a deposed master about to follow the new one).
+    pub fn become_follower(&self) {
+        self.log.set_follower(true);
+    }
+
+    /// Cuts the log back to `offset`, a unit boundary: a replica dropping
+    /// its divergent tail before following a new master. Queue entries and
+    /// the checkpoint move back with it, then the cut bytes are zeroed, so
+    /// a crash at any point recovers either the old tail (cut again on the
+    /// next join) or the cut log — never a hole.
+    pub async fn truncate_to(&self, offset: CommitLogOffset) -> Result<()> {
+        let to = offset.0;
+        if to >= self.log.written().0 {
+            return Ok(());
+        }
+        if to < self.log.min_offset().0 {
+            return Err(Error::Corrupt {
+                path: join(&self.config.root, "commitlog"),
+                offset: to,
+                reason: "truncation point below the oldest retained segment",
+            });
+        }
+        if !matches!(
+            crate::commit_log::scan::step(self.log.chain(), to),
+            crate::commit_log::scan::Step::Record(..)
+                | crate::commit_log::scan::Step::Blank { .. }
+                | crate::commit_log::scan::Step::Pad { .. }
+        ) {
+            return Err(Error::Corrupt {
+                path: join(&self.config.root, "commitlog"),
+                offset: to,
+                reason: "truncation point is not a unit boundary",
+            });
+        }
+        // The common history below the cut becomes visible (and indexed).
+        self.dispatch_to_ungated(to)?;
+        {
+            let mut d = self.lock_dispatcher();
+            d.cursor = d.cursor.min(to);
+        }
+        let mut queue_next: BTreeMap<String, BTreeMap<i32, u64>> = BTreeMap::new();
+        for cq in self.queues.all() {
+            self.trim_beyond(&cq, to).await?;
+            queue_next
+                .entry(cq.topic().to_owned())
+                .or_default()
+                .insert(cq.queue_id(), cq.max_offset().0);
+        }
+        self.log.rewind(to, queue_next);
+        self.write_checkpoint().await?;
+        self.log.chain().truncate(to).await?;
+        tracing::warn!(offset = to, "CommitLog truncated to the master's history");
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 //! stops the start unless `repair_truncate_corrupt` is set.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, RwLock};
 
 use crate::checkpoint::{Checkpoint, CHECKPOINT_FILE};
@@ -65,6 +65,7 @@ pub(super) async fn open<D: Disk, C: Clock>(
         disk_full: AtomicBool::new(false),
         shut_down: AtomicBool::new(false),
         checkpointing: AtomicBool::new(false),
+        confirmed: AtomicU64::new(u64::MAX),
     };
     let log_min = store.log.min_offset().0;
     let start = checkpoint.as_ref().map_or(log_min, |cp| cp.dispatched);
@@ -288,7 +289,12 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 .insert(cq.queue_id(), cq.max_offset().0);
         }
         self.log.resume(end, queue_next, last_ms);
-        let end = self.log.pad_after_recovery().await?;
+        let end = if self.config.replicated {
+            self.log.set_follower(true);
+            end
+        } else {
+            self.log.pad_after_recovery().await?
+        };
         // Allocate (and pre-fault) the active segment now, not inside the
         // first put: a fresh 1 GiB segment takes seconds to prepare.
         self.log.chain().get_or_create(end)?;
@@ -373,7 +379,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Drops ConsumeQueue entries that point at or past `end` (only after a
     /// repair truncated the log below the checkpoint).
-    async fn trim_beyond(&self, cq: &ConsumeQueue<D>, end: u64) -> Result<()> {
+    pub(super) async fn trim_beyond(&self, cq: &ConsumeQueue<D>, end: u64) -> Result<()> {
         let (min, mut len) = (cq.min_offset().0, cq.max_offset().0);
         while len > min {
             match cq.entry(QueueOffset(len - 1))? {
