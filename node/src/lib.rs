@@ -6,11 +6,14 @@
 //!   cluster info, KV config, broker expiry).
 //! - [`broker`]: the broker: request handlers over the store, topics,
 //!   consumer offsets, client registry, long polling, registration.
+//! - [`controller`]: the raft-replicated controller that elects broker
+//!   masters from the in-sync set (RocketMQ 5 controller mode), and its client.
 //! - [`config_file`]: the broker's TOML configuration file.
 //! - [`error`]: the crate's `Error`.
 
 pub mod broker;
 pub mod config_file;
+pub mod controller;
 pub mod error;
 pub mod namesrv;
 
