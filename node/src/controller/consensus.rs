@@ -38,6 +38,10 @@ pub struct Shared {
     pub leader_id: Option<u64>,
     /// Whether this controller is the raft leader.
     pub is_leader: bool,
+    /// Whether, as leader, it has applied every entry of earlier terms (up
+    /// to its own first entry); until then its state may be stale and it
+    /// must not answer from it.
+    pub caught_up: bool,
     /// Broker heartbeats, kept on the leader only.
     pub liveness: Liveness,
     /// Set when persisting failed; the controller stopped.
@@ -96,6 +100,8 @@ pub struct Driver<D: Disk, C: Clock> {
     no_candidate_logged: BTreeSet<(String, u32)>,
     /// The last log index applied to `shared.state`.
     applied: u64,
+    /// The index of this leader's first entry of its term.
+    term_start: u64,
     ticks: u64,
 }
 
@@ -153,6 +159,7 @@ pub fn open<D: Disk, C: Clock>(
         elections_proposed: BTreeMap::new(),
         no_candidate_logged: BTreeSet::new(),
         applied,
+        term_start: u64::MAX,
         ticks: 0,
     })
 }
@@ -322,6 +329,12 @@ impl<D: Disk, C: Clock> Driver<D, C> {
             shared.leader_id = (leader_id != 0).then_some(leader_id);
             if is_leader && !was_leader {
                 shared.liveness.reset(self.clock.monotonic());
+                // raft-rs appended this term's empty entry on becoming leader.
+                self.term_start = self.node.raft.raft_log.last_index();
+                shared.caught_up = self.applied >= self.term_start;
+            }
+            if !is_leader {
+                shared.caught_up = false;
             }
             was_leader
         };
@@ -350,6 +363,17 @@ impl<D: Disk, C: Clock> Driver<D, C> {
     }
 
     fn apply(&mut self, entries: Vec<raft::eraftpb::Entry>) {
+        if entries.is_empty() {
+            return;
+        }
+        self.apply_entries(entries);
+        if self.applied >= self.term_start {
+            let mut shared = lock(&self.shared);
+            shared.caught_up = shared.is_leader;
+        }
+    }
+
+    fn apply_entries(&mut self, entries: Vec<raft::eraftpb::Entry>) {
         for entry in entries {
             self.applied = self.applied.max(entry.index);
             if entry.data.is_empty() || entry.get_entry_type() != EntryType::EntryNormal {

@@ -187,8 +187,9 @@ fn metadata<C: Clock>(ctx: &Context<C>) -> RemotingCommand {
     json_response(&answer)
 }
 
-/// `NOT_LEADER` (remark: the leader's address, if known) unless this
-/// controller leads; a controller whose storage failed answers an error.
+/// `NOT_LEADER` (remark: the leader's address, if known, never itself)
+/// unless this controller leads and has applied every earlier term's entry;
+/// a controller whose storage failed answers an error.
 fn not_leader<C: Clock>(
     ctx: &Context<C>,
     shared: &super::consensus::Shared,
@@ -199,7 +200,7 @@ fn not_leader<C: Clock>(
             format!("controller stopped: {reason}"),
         ));
     }
-    if shared.is_leader {
+    if shared.is_leader && shared.caught_up {
         return None;
     }
     let leader_addr = shared
