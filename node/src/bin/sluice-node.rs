@@ -10,6 +10,7 @@ use sluice_core::SystemClock;
 use sluice_net::TokioTransport;
 use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::config_file::{parse_flush_mode, BrokerFile};
+use sluice_node::controller::{parse_peers, Controller, ControllerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
 use tokio::sync::watch;
 
@@ -33,6 +34,24 @@ enum Command {
         /// Configuration file (every key optional).
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// A controller: elects broker masters (RocketMQ 5 controller mode).
+    Controller {
+        /// This controller's raft id; a key of `--peers`.
+        #[arg(long)]
+        id: u64,
+        /// Every controller, itself included: `1=host:9878;2=host:9878;…`.
+        #[arg(long)]
+        peers: String,
+        /// Address to listen on [default: this id's address in `--peers`].
+        #[arg(long)]
+        listen: Option<String>,
+        /// Data directory for the raft state, created if missing.
+        #[arg(long, default_value = "./sluice-controller")]
+        data_dir: PathBuf,
+        /// A broker silent this long is failed over.
+        #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
+        broker_timeout_ms: u64,
     },
     /// A name server and a broker in one process, on an embedded data dir.
     /// The broker takes its settings from `--config` (a broker TOML file,
@@ -85,6 +104,34 @@ async fn run(command: Command) -> anyhow::Result<()> {
             };
             let ns = NameServer::start(config, SystemClock::new(), &TokioTransport).await?;
             ns.run_until(wait(stop)).await;
+        }
+        Command::Controller {
+            id,
+            peers,
+            listen,
+            data_dir,
+            broker_timeout_ms,
+        } => {
+            let peers = parse_peers(&peers)?;
+            let listen = match listen {
+                Some(listen) => listen,
+                None => peers
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| anyhow::anyhow!("--peers has no controller {id}"))?,
+            };
+            // The raft state goes to <data-dir>/controller/raft-state.
+            let config = ControllerConfig {
+                broker_timeout_ms,
+                ..ControllerConfig::new(id, peers, listen)
+            };
+            std::fs::create_dir_all(&data_dir)?;
+            let disk = MmapDisk::new(&data_dir)?;
+            let controller =
+                Controller::start(config, disk, SystemClock::new(), &TokioTransport).await?;
+            // A line scripts can wait for.
+            println!("sluice controller listening on {}", controller.local_addr());
+            controller.run_until(wait(stop)).await;
         }
         Command::Broker { config } => {
             let file = match config {
