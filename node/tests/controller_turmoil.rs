@@ -242,34 +242,85 @@ async fn crash_and_restart_leader(
     Ok(())
 }
 
-/// Drives the failover scenario and returns what was observed: the first
-/// raft leader, every (replica, epoch, master) heartbeat answer, and the
-/// final view. With `crash_leader`, the controller leader loses power right
-/// after the failover and comes back 10 s later.
-fn failover_run(seed: u64, crash_leader: bool) -> Outcome {
-    let cluster = Cluster::new(seed);
+/// When the scenario cuts power, relative to the master failover.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Crash {
+    Never,
+    /// The controller leader, once the new master is elected.
+    LeaderAfterFailover,
+    /// The controller leader, 1.5 s after the master went silent (before
+    /// the 3 s broker timeout ends, so the election falls to its successor).
+    LeaderDuringFailover,
+    /// All three controllers at once, after the failover.
+    AllAfterFailover,
+}
+
+/// Heartbeats brokers 1 and 2 (1 becomes master), lets the master put 2 in
+/// sync, and checks that a non-master is fenced. Returns the raft leader.
+async fn form_group(client: &ControllerClient<TurmoilTransport>) -> turmoil::Result<Option<u64>> {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let first = client.heartbeat(&heartbeat(1, 100)).await?;
+    let first = (first.master_id, first.master_epoch);
+    assert_eq!(first, (Some(1), 1), "first broker is master");
+    let second = client.heartbeat(&heartbeat(2, 100)).await?;
+    assert_eq!(
+        second.master_id,
+        Some(1),
+        "a second broker joins as a member"
+    );
+    let leader = client.metadata().await?.leader_id;
+    let alter = |master_id, in_sync| AlterInSync {
+        group: GROUP.into(),
+        master_id,
+        master_epoch: 1,
+        in_sync,
+    };
+    assert_eq!(client.alter_in_sync(&alter(1, vec![1, 2])).await?, 2);
+    let stale = client.alter_in_sync(&alter(2, vec![2])).await;
+    assert!(
+        matches!(
+            stale,
+            Err(sluice_node::controller::ControllerError::Fenced(_))
+        ),
+        "a non-master is fenced: {stale:?}"
+    );
+    Ok(leader)
+}
+
+/// Power to every controller goes, then comes back; the state must have
+/// been on their disks.
+async fn power_cycle_all(
+    client: &ControllerClient<TurmoilTransport>,
+    faults: &Faults,
+) -> turmoil::Result {
+    faults
+        .lock()
+        .expect("faults")
+        .extend((1..=3).map(Fault::PowerLoss));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    faults
+        .lock()
+        .expect("faults")
+        .extend((1..=3).map(Fault::Restart));
+    let view = eventually_master(client, 2, 2).await;
+    assert_eq!(
+        (view.master_epoch, view.in_sync_epoch),
+        (2, 3),
+        "state survived power loss"
+    );
+    Ok(())
+}
+
+/// Drives the failover scenario and returns what was observed.
+fn failover_run(seed: u64, crash: Crash) -> Outcome {
+    let mut cluster = Cluster::new(seed);
     let faults = Arc::clone(&cluster.faults);
     let views = Arc::clone(&cluster.views);
     let outcome = Arc::new(Mutex::new(None));
     let out = Arc::clone(&outcome);
-    let mut cluster = cluster;
     cluster.sim.client("brokers", async move {
         let client = client();
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let first = client.heartbeat(&heartbeat(1, 100)).await?;
-        assert_eq!(
-            (first.master_id, first.master_epoch),
-            (Some(1), 1),
-            "first broker is master"
-        );
-        let second = client.heartbeat(&heartbeat(2, 100)).await?;
-        assert_eq!(
-            second.master_id,
-            Some(1),
-            "a second broker joins as a member"
-        );
-        let leader = client.metadata().await?.leader_id;
-
+        let leader = form_group(&client).await?;
         let answers = Answers::default();
         let master_alive = Arc::new(Mutex::new(true));
         let slaves_alive = Arc::new(Mutex::new(true));
@@ -279,41 +330,40 @@ fn failover_run(seed: u64, crash_leader: bool) -> Outcome {
         let outsider = heartbeat_loop(3, 1_000, Arc::clone(&slaves_alive), Arc::clone(&answers));
         tokio::time::sleep(Duration::from_secs(2)).await;
 
-        let in_sync_epoch = client
-            .alter_in_sync(&AlterInSync {
-                group: GROUP.into(),
-                master_id: 1,
-                master_epoch: 1,
-                in_sync: vec![1, 2],
-            })
-            .await?;
-        assert_eq!(in_sync_epoch, 2);
-        let stale = client
-            .alter_in_sync(&AlterInSync {
-                group: GROUP.into(),
-                master_id: 2,
-                master_epoch: 1,
-                in_sync: vec![2],
-            })
-            .await;
-        assert!(
-            matches!(
-                stale,
-                Err(sluice_node::controller::ControllerError::Fenced(_))
-            ),
-            "a non-master is fenced: {stale:?}"
-        );
-
         *master_alive.lock().expect("alive") = false;
         master.await?;
+        let mut crashed = None;
+        if crash == Crash::LeaderDuringFailover {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            let leader_now = client.metadata().await?.leader_id.expect("a leader");
+            faults
+                .lock()
+                .expect("faults")
+                .push(Fault::PowerLoss(leader_now));
+            crashed = Some(leader_now);
+        }
         let elected = eventually_master(&client, 2, 2).await;
-        assert_eq!(elected.master_epoch, 2);
+        assert_eq!(elected.master_epoch, 2, "exactly one election");
         assert_eq!(elected.in_sync, vec![2]);
 
-        if crash_leader {
-            crash_and_restart_leader(&client, &faults, &views).await?;
-        } else {
-            tokio::time::sleep(Duration::from_secs(5)).await;
+        match crash {
+            Crash::Never => tokio::time::sleep(Duration::from_secs(5)).await,
+            Crash::LeaderAfterFailover => {
+                crash_and_restart_leader(&client, &faults, &views).await?;
+            }
+            Crash::LeaderDuringFailover => {
+                let id = crashed.expect("crashed");
+                faults.lock().expect("faults").push(Fault::Restart(id));
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                let view = views.lock().expect("views").get(&id).cloned();
+                let view = view.expect("the restarted controller reports a view");
+                assert_eq!(
+                    (view.master_id, view.master_epoch),
+                    (Some(2), 2),
+                    "caught up"
+                );
+            }
+            Crash::AllAfterFailover => power_cycle_all(&client, &faults).await?,
         }
         *slaves_alive.lock().expect("alive") = false;
         slave.await?;
@@ -339,7 +389,7 @@ fn failover_run(seed: u64, crash_leader: bool) -> Outcome {
 
 #[test]
 fn in_sync_slave_is_elected_at_epoch_two_when_master_goes_silent() {
-    let (leader, _, view) = failover_run(1, false);
+    let (leader, _, view) = failover_run(1, Crash::Never);
     assert!(leader.is_some(), "a controller leader was elected");
     assert_eq!(view.master_id, Some(2));
     assert_eq!(view.master_epoch, 2);
@@ -348,7 +398,7 @@ fn in_sync_slave_is_elected_at_epoch_two_when_master_goes_silent() {
 #[test]
 fn leader_power_loss_keeps_epoch_and_master_and_restarted_controller_catches_up() {
     for seed in [2, 3] {
-        let (_, seen, view) = failover_run(seed, true);
+        let (_, seen, view) = failover_run(seed, Crash::LeaderAfterFailover);
         assert_eq!(
             (view.master_id, view.master_epoch),
             (Some(2), 2),
@@ -359,9 +409,30 @@ fn leader_power_loss_keeps_epoch_and_master_and_restarted_controller_catches_up(
 }
 
 #[test]
+fn leader_power_loss_during_failover_elects_once_and_restarted_controller_catches_up() {
+    for seed in [4, 5] {
+        let (_, _, view) = failover_run(seed, Crash::LeaderDuringFailover);
+        assert_eq!(
+            (view.master_id, view.master_epoch),
+            (Some(2), 2),
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn power_loss_of_every_controller_keeps_master_and_epoch() {
+    let (_, _, view) = failover_run(6, Crash::AllAfterFailover);
+    assert_eq!(
+        (view.master_id, view.master_epoch, view.in_sync_epoch),
+        (Some(2), 2, 3)
+    );
+}
+
+#[test]
 fn same_seed_gives_the_same_election_outcome() {
-    let first = failover_run(7, true);
-    let second = failover_run(7, true);
+    let first = failover_run(7, Crash::LeaderDuringFailover);
+    let second = failover_run(7, Crash::LeaderDuringFailover);
     assert_eq!(first.0, second.0, "same controller leader");
     assert_eq!(
         first.1, second.1,

@@ -212,7 +212,7 @@ impl<D: Disk, C: Clock> Driver<D, C> {
                 _ = ticker.tick() => {
                     self.ticks += 1;
                     self.node.tick();
-                    if self.node.raft.state == StateRole::Leader {
+                    if lock(&self.shared).caught_up {
                         self.check_masters();
                     }
                 }
