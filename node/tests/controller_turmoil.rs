@@ -477,3 +477,53 @@ fn replica_outside_in_sync_set_is_never_elected() {
     });
     sim.run();
 }
+
+#[test]
+fn log_is_compacted_and_a_lagging_controller_catches_up_from_a_snapshot() {
+    let mut cluster = Cluster::new(21);
+    let disks = cluster.disks.clone();
+    let faults = Arc::clone(&cluster.faults);
+    let views = Arc::clone(&cluster.views);
+    cluster.sim.client("brokers", async move {
+        let client = client();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        client.heartbeat(&heartbeat(1, 0)).await?;
+        client.heartbeat(&heartbeat(2, 0)).await?;
+        let leader = client.metadata().await?.leader_id.expect("a leader");
+        let lagging = (1..=3).find(|id| *id != leader).expect("a follower");
+        faults
+            .lock()
+            .expect("faults")
+            .push(Fault::PowerLoss(lagging));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // 40 changes: five times the log bound of 8 entries.
+        let mut in_sync_epoch = 0;
+        for round in 0..40 {
+            client.heartbeat(&heartbeat(1, 0)).await?;
+            let in_sync = if round % 2 == 0 { vec![1, 2] } else { vec![1] };
+            let alter = AlterInSync {
+                group: GROUP.into(),
+                master_id: 1,
+                master_epoch: 1,
+                in_sync,
+            };
+            in_sync_epoch = client.alter_in_sync(&alter).await?;
+        }
+        assert_eq!(in_sync_epoch, 41);
+        faults.lock().expect("faults").push(Fault::Restart(lagging));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let view = views.lock().expect("views").get(&lagging).cloned();
+        let view = view.expect("the restarted controller reports a view");
+        assert_eq!(view.in_sync_epoch, 41, "caught up past the compacted log");
+        Ok(())
+    });
+    cluster.run();
+    for (id, disk) in &disks {
+        let bytes = disk
+            .durable_contents("controller/raft-state")
+            .expect("raft state on disk")
+            .len();
+        // Uncompacted, 40+ entries of ~150 bytes each would not fit.
+        assert!(bytes < 3_000, "controller {id} keeps {bytes} bytes");
+    }
+}
