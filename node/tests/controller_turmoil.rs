@@ -527,3 +527,31 @@ fn log_is_compacted_and_a_lagging_controller_catches_up_from_a_snapshot() {
         assert!(bytes < 3_000, "controller {id} keeps {bytes} bytes");
     }
 }
+
+#[test]
+fn followers_answer_not_leader_with_the_leaders_address() {
+    use sluice_net::remoting::response_code;
+    use sluice_net::{RemotingCommand, RpcClient, RpcConfig};
+    use sluice_node::controller::api;
+
+    let mut cluster = Cluster::new(31);
+    cluster.sim.client("tool", async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let rpc = RpcClient::new(TurmoilTransport, RpcConfig::default());
+        let mut leaders = Vec::new();
+        let mut hints = Vec::new();
+        for (id, addr) in peers() {
+            let request = RemotingCommand::request(api::GET_METADATA);
+            let answer = rpc.invoke(&addr, request, REQUEST_TIMEOUT).await?;
+            match answer.code {
+                response_code::SUCCESS => leaders.push(addr),
+                api::NOT_LEADER => hints.push(answer.remark.unwrap_or_default()),
+                code => panic!("controller {id} answered {code}"),
+            }
+        }
+        assert_eq!(leaders.len(), 1, "exactly one leader answers");
+        assert_eq!(hints, vec![leaders[0].clone(); 2], "followers point at it");
+        Ok(())
+    });
+    cluster.run();
+}
