@@ -72,6 +72,42 @@ pub enum Fault {
         /// The member.
         member: u32,
     },
+    /// Drop every message between the first broker (the initial master)
+    /// and replica `replica`.
+    PartitionReplica {
+        /// The replica (`0..replicas`).
+        replica: u32,
+    },
+    /// Heal that partition.
+    RepairReplica {
+        /// The replica.
+        replica: u32,
+    },
+    /// Crash replica `replica`'s host; with `power_loss` its disk loses
+    /// every page not yet synced.
+    CrashReplica {
+        /// The replica.
+        replica: u32,
+        /// Also lose the page cache.
+        power_loss: bool,
+    },
+    /// Start that replica again.
+    RestartReplica {
+        /// The replica.
+        replica: u32,
+    },
+}
+
+/// A replicated broker group: the first broker and its replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaSet {
+    /// SYNC replication (the in-sync set acknowledges) or ASYNC.
+    pub sync: bool,
+    /// Replicas besides the first broker.
+    pub replicas: u32,
+    /// Mutant: the master trusts the offset a replica claims at its
+    /// handshake (no truncation of a divergent tail), as RocketMQ 4.x does.
+    pub trust_claimed_offset: bool,
 }
 
 /// A fault at a simulated time.
@@ -97,6 +133,8 @@ pub struct Plan {
     /// The broker's device lacks power-safe overwrite: at a power loss a
     /// sector being rewritten may hold garbage.
     pub garbage_sectors: bool,
+    /// Replication, when the broker has replicas.
+    pub replication: Option<ReplicaSet>,
 }
 
 fn workload(seed: u64) -> Workload {
@@ -169,6 +207,7 @@ impl Plan {
             faults,
             broker_skew_ms: skew(seed),
             garbage_sectors: false,
+            replication: None,
         }
     }
 
@@ -210,6 +249,7 @@ impl Plan {
             faults,
             broker_skew_ms: skew(seed),
             garbage_sectors: false,
+            replication: None,
         }
     }
 
@@ -240,6 +280,7 @@ impl Plan {
             faults,
             broker_skew_ms: skew(seed),
             garbage_sectors: false,
+            replication: None,
         }
     }
 
@@ -267,6 +308,7 @@ impl Plan {
             ],
             broker_skew_ms: skew(seed),
             garbage_sectors: false,
+            replication: None,
         }
     }
 
@@ -309,7 +351,99 @@ impl Plan {
             faults,
             broker_skew_ms: skew(seed),
             garbage_sectors: false,
+            replication: None,
         }
+    }
+
+    /// Scenario `replica_partition`: one replica is cut off from the
+    /// master for 1–6 s while producers send, then healed. Under SYNC
+    /// replication no send made during the cut may be acknowledged; under
+    /// ASYNC sends go on and the replica catches up after the heal.
+    pub fn replica_partition(seed: u64, sync: bool) -> Self {
+        let workload = workload(seed);
+        let mut rng = substream(seed, Salt::Faults);
+        let at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 2);
+        let faults = vec![
+            TimedFault {
+                at_ms,
+                fault: Fault::PartitionReplica { replica: 0 },
+            },
+            TimedFault {
+                at_ms: at_ms + rng.random_range(1_000..=6_000),
+                fault: Fault::RepairReplica { replica: 0 },
+            },
+        ];
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+            replication: Some(ReplicaSet {
+                sync,
+                replicas: 1,
+                trust_claimed_offset: false,
+            }),
+        }
+    }
+
+    /// Scenario `replicas_across_crashes`: a SYNC or ASYNC group of a
+    /// master and one or two replicas; per seed (swarm style) replicas
+    /// crash (mostly with power loss) and restart, and/or the master
+    /// crashes and restarts — it then starts a new epoch, and replicas
+    /// holding a tail it lost truncate it before following.
+    pub fn replicas_across_crashes(seed: u64) -> Self {
+        let workload = workload(seed);
+        let mut rng = substream(seed, Salt::Faults);
+        let replicas = rng.random_range(1..=2);
+        let sync = rng.random_bool(0.5);
+        let replica_crash = rng.random_bool(0.7);
+        let master_crash = !replica_crash || rng.random_bool(0.5);
+        let window_ms = workload.expected_ms().max(60);
+        let mut faults = Vec::new();
+        if replica_crash {
+            let replica = rng.random_range(0..replicas);
+            let at_ms = rng.random_range(20..=window_ms);
+            faults.push(TimedFault {
+                at_ms,
+                fault: Fault::CrashReplica {
+                    replica,
+                    power_loss: rng.random_bool(0.75),
+                },
+            });
+            faults.push(TimedFault {
+                at_ms: at_ms + rng.random_range(50..=3_000),
+                fault: Fault::RestartReplica { replica },
+            });
+        }
+        if master_crash {
+            let at_ms = rng.random_range(20..=window_ms);
+            push_crash(&mut faults, at_ms, rng.random_bool(0.75));
+            push_restart(&mut faults, at_ms + rng.random_range(50..=2_000));
+        }
+        faults.sort_by_key(|f| f.at_ms);
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+            replication: Some(ReplicaSet {
+                sync,
+                replicas,
+                trust_claimed_offset: false,
+            }),
+        }
+    }
+
+    /// The same plan with a master that trusts the offset a replica claims
+    /// (a mutant).
+    #[must_use]
+    pub fn trusting_claimed_offsets(mut self) -> Self {
+        if let Some(r) = &mut self.replication {
+            r.trust_claimed_offset = true;
+        }
+        self
     }
 
     /// The same plan on a broker device without power-safe overwrite: at a

@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use sluice_core::disk::SimDisk;
 use sluice_core::{FlushMode, StoreConfig};
 use sluice_net::TurmoilTransport;
-use sluice_node::broker::{Broker, BrokerConfig};
+use sluice_node::broker::{Broker, BrokerConfig, ReplicationConfig, ReplicationMode};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
 
 use crate::clock::SimClock;
@@ -84,14 +84,26 @@ pub fn slow_syncs(disk: &SimDisk) {
 /// Starts the broker host on `disk`; every (re)start opens the store from
 /// what the disk holds, recovering it.
 pub fn add_broker(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, config: &BrokerConfig, skew_ms: i64) {
+    add_broker_host(sim, BROKER, disk, config, skew_ms);
+}
+
+/// Starts a broker on host `host` (the first broker or a replica).
+pub fn add_broker_host(
+    sim: &mut turmoil::Sim<'_>,
+    host: &str,
+    disk: &SimDisk,
+    config: &BrokerConfig,
+    skew_ms: i64,
+) {
     let disk = disk.clone();
     let config = config.clone();
-    sim.host(BROKER, move || {
+    let name = host.to_owned();
+    sim.host(host, move || {
         let disk = disk.clone();
         let mut config = config.clone();
         // turmoil reports a listener bound to 0.0.0.0 as 0.0.0.0, so the
         // broker is told the address to register (and clients to dial).
-        config.advertised_addr = Some(format!("{}:{BROKER_PORT}", turmoil::lookup(BROKER)));
+        config.advertised_addr = Some(format!("{}:{BROKER_PORT}", turmoil::lookup(name.as_str())));
         async move {
             let broker = Broker::open(disk, SimClock::new(skew_ms), config).await?;
             broker
@@ -100,6 +112,36 @@ pub fn add_broker(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, config: &BrokerCon
             Ok(())
         }
     });
+}
+
+/// Host name of replica `i` (broker id `i + 1`).
+pub fn replica_host(i: u32) -> String {
+    format!("replica{}", i + 1)
+}
+
+/// The HA port of every broker.
+pub const HA_PORT: u16 = 10912;
+
+/// Replication settings for the simulation: RocketMQ's semantics with
+/// timers scaled down so a run sees sessions drop, replicas leave and
+/// rejoin the in-sync set, and SYNC sends time out.
+pub fn replication_config(sync: bool, master_ha: Option<String>) -> ReplicationConfig {
+    ReplicationConfig {
+        mode: if sync {
+            ReplicationMode::Sync
+        } else {
+            ReplicationMode::Async
+        },
+        ha_listen: Some(format!("0.0.0.0:{HA_PORT}")),
+        master_ha_addr: master_ha,
+        ack_timeout_ms: 1_000,
+        not_caught_up_ms: 3_000,
+        fetch_wait_ms: 500,
+        session_idle_ms: 2_000,
+        metadata_sync_ms: 1_000,
+        fetch_bytes_max: 32 * 1024,
+        ..ReplicationConfig::default()
+    }
 }
 
 /// Crashes the broker host. turmoil drops the host's tasks and runs their

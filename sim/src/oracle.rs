@@ -10,6 +10,7 @@ use std::fmt;
 use crate::history::{Event, MessageId};
 
 mod group;
+pub mod replicas;
 mod timing;
 pub use group::{check_group, GroupBounds};
 pub use timing::{acks_after_fence, late_deliveries, WakeupBounds};
@@ -140,6 +141,9 @@ pub enum Violation {
         /// The queue's end (one past its last offset).
         end: u64,
     },
+    /// Replicas disagree, did not catch up, or a SYNC master acknowledged
+    /// without its replica.
+    Replica(replicas::ReplicaViolation),
     /// After the liveness phase a queue has no owner or several.
     AssignmentNotConverged {
         /// The queue.

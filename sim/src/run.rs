@@ -15,10 +15,12 @@ use sluice_core::FlushMode;
 
 use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
-    add_broker, add_namesrv, broker_config, builder, crash_broker, slow_syncs, BROKER,
+    add_broker, add_broker_host, add_namesrv, broker_config, builder, crash_broker, replica_host,
+    replication_config, slow_syncs, BROKER, HA_PORT,
 };
 use crate::history::{trace_hash, Entry, Event, History};
-use crate::oracle::{check, check_group, GroupBounds, OracleConfig, Verdict};
+use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
+use crate::oracle::{check, check_group, GroupBounds, OracleConfig, Verdict, Violation};
 use crate::workload::{drain, long_poll, produce};
 
 /// With a consumer group, the broker drops a member silent this long (at
@@ -108,22 +110,57 @@ pub fn run_plan(
         config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
         config.offset_persist_interval_ms = GROUP_OFFSET_PERSIST_MS;
     }
+    let replicas = add_replicas(&mut sim, plan, &mut config);
     add_broker(&mut sim, &disk, &config, plan.broker_skew_ms);
     let progress = start_clients(&mut sim, plan, &history);
-    safety_phase(&mut sim, plan, &disk, &history, &progress)?;
+    safety_phase(&mut sim, plan, &disk, &replicas, &history, &progress)?;
     if !sim.is_host_running(BROKER) {
         sim.bounce(BROKER);
         history.record_at(now_ms(&sim), fault_event("restart broker for the drain"));
     }
+    for (i, _) in replicas.iter().enumerate() {
+        let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
+        if !sim.is_host_running(host.as_str()) {
+            sim.bounce(host.as_str());
+            history.record_at(
+                now_ms(&sim),
+                fault_event(&format!("restart {host} for the drain")),
+            );
+        }
+    }
     sim.client("drain", drain(plan.workload.queues, history.clone()));
     sim.run().map_err(|e| format!("drain phase: {e}"))?;
+    if !replicas.is_empty() {
+        // A quiet spell: replicas fetch whatever the drain left behind.
+        sim.client("settle", async {
+            tokio::time::sleep(REPLICAS_SETTLE).await;
+            Ok(())
+        });
+        sim.run().map_err(|e| format!("settle phase: {e}"))?;
+    }
     let end_ms = now_ms(&sim);
+    drop(sim);
     let entries = history.entries();
     let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
     let mut verdict = check(&events, oracle);
     if group {
         let bounds = group_bounds(plan, GROUP_OFFSET_PERSIST_MS + OFFSET_PERSIST_SLACK_MS);
         verdict.violations.extend(check_group(&entries, &bounds));
+    }
+    if let Some(set) = plan.replication {
+        let mut logs = vec![log_image(BROKER, &disk, &config)?];
+        for (i, d) in replicas.iter().enumerate() {
+            let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
+            logs.push(log_image(&host, d, &config)?);
+        }
+        let mut found = check_agreement(&logs);
+        found.extend(check_caught_up(&logs));
+        if set.sync && set.replicas == 1 {
+            found.extend(acks_without_replica(&entries, &replica_cuts(plan)));
+        }
+        verdict
+            .violations
+            .extend(found.into_iter().map(Violation::Replica));
     }
     let report = RunReport {
         plan: plan.clone(),
@@ -194,6 +231,7 @@ fn safety_phase(
     sim: &mut turmoil::Sim<'_>,
     plan: &Plan,
     disk: &SimDisk,
+    replicas: &[SimDisk],
     history: &History,
     progress: &GroupProgress,
 ) -> Result<(), String> {
@@ -220,6 +258,24 @@ fn safety_phase(
                 Fault::RepairConsumers => each_consumer(plan, |c| sim.repair(BROKER, c)),
                 Fault::PartitionMember { member } => sim.partition(BROKER, member_host(member)),
                 Fault::RepairMember { member } => sim.repair(BROKER, member_host(member)),
+                Fault::PartitionReplica { replica } => {
+                    sim.partition(BROKER, replica_host(replica));
+                }
+                Fault::RepairReplica { replica } => sim.repair(BROKER, replica_host(replica)),
+                Fault::CrashReplica {
+                    replica,
+                    power_loss,
+                } => {
+                    sim.crash(replica_host(replica));
+                    if let Some(d) = usize::try_from(replica).ok().and_then(|i| replicas.get(i)) {
+                        if power_loss {
+                            d.power_loss();
+                        } else {
+                            d.process_crash();
+                        }
+                    }
+                }
+                Fault::RestartReplica { replica } => sim.bounce(replica_host(replica)),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -231,6 +287,110 @@ fn safety_phase(
             return Ok(());
         }
     }
+}
+
+/// How long replicas get, after the drain, to fetch what is left.
+const REPLICAS_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Adds the plan's replicas (each on its own disk) and makes `config` the
+/// master's: broker id 0 of a replicated group. Returns the replicas' disks.
+fn add_replicas(
+    sim: &mut turmoil::Sim<'_>,
+    plan: &Plan,
+    config: &mut sluice_node::broker::BrokerConfig,
+) -> Vec<SimDisk> {
+    let Some(set) = plan.replication else {
+        return Vec::new();
+    };
+    let mut master = replication_config(set.sync, None);
+    master.mutant_trust_claimed_offset = set.trust_claimed_offset;
+    config.broker_id = 0;
+    config.replication = Some(master);
+    let mut seeds = substream(plan.seed, Salt::Disk);
+    let _master_disk_seed: u64 = seeds.random();
+    (0..set.replicas)
+        .map(|i| {
+            let disk = SimDisk::with_config(
+                seeds.random(),
+                SimDiskConfig {
+                    garbage_sectors: plan.garbage_sectors,
+                    ..SimDiskConfig::default()
+                },
+            );
+            slow_syncs(&disk);
+            let mut rc = config.clone();
+            rc.broker_id = i64::from(i) + 1;
+            rc.replication = Some(replication_config(
+                set.sync,
+                Some(format!("{BROKER}:{HA_PORT}")),
+            ));
+            add_broker_host(sim, &replica_host(i), &disk, &rc, plan.broker_skew_ms);
+            disk
+        })
+        .collect()
+}
+
+/// The windows during which the first replica was cut off from the master.
+fn replica_cuts(plan: &Plan) -> Vec<(u64, u64)> {
+    let mut cuts = Vec::new();
+    let mut open = None;
+    for f in &plan.faults {
+        match f.fault {
+            Fault::PartitionReplica { replica: 0 } => open = open.or(Some(f.at_ms)),
+            Fault::RepairReplica { replica: 0 } => {
+                if let Some(start) = open.take() {
+                    cuts.push((start, f.at_ms));
+                }
+            }
+            _ => {}
+        }
+    }
+    cuts
+}
+
+/// The CommitLog `disk` holds, recovered as a replica would open it (no
+/// pad of its own), read whole.
+fn log_image(
+    host: &str,
+    disk: &SimDisk,
+    config: &sluice_node::broker::BrokerConfig,
+) -> Result<LogImage, String> {
+    disk.set_sync_delay(None);
+    let store_config = sluice_core::StoreConfig {
+        replicated: true,
+        ..config.store.clone()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let store = sluice_core::MessageStore::open(
+            disk.clone(),
+            crate::clock::SimClock::new(0),
+            store_config,
+        )
+        .await
+        .map_err(|e| format!("{host}: cannot open the store after the run: {e}"))?;
+        let log = store.commit_log();
+        let start = log.min_offset();
+        let mut bytes = Vec::new();
+        let mut at = start;
+        loop {
+            let chunk = log
+                .read_units(at, 1 << 20)
+                .map_err(|e| format!("{host}: cannot read the log at {}: {e}", at.0))?;
+            if chunk.is_empty() {
+                break;
+            }
+            at = sluice_core::CommitLogOffset(at.0 + chunk.len() as u64);
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(LogImage {
+            host: host.to_owned(),
+            start: start.0,
+            bytes,
+        })
+    })
 }
 
 /// Host name of producer `p`.

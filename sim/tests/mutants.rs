@@ -8,8 +8,13 @@
 //!   the `SYNC_FLUSH` promise, crashes must show the loss.
 //! - A consumer group whose handler reports success for messages it loses
 //!   (commit before processing) must show unconsumed acknowledged messages.
+//! - A master that trusts the offset a replica claims at its handshake (as
+//!   RocketMQ 4.x trusts 8 bytes on its HA port) skips the truncation of a
+//!   replica's divergent tail: after a master power loss with `ASYNC_FLUSH`,
+//!   the logs must be caught disagreeing.
 
 use scenarios::Plan;
+use sim::oracle::replicas::ReplicaViolation;
 use sim::oracle::{OracleConfig, Violation};
 use sim::run::run_plan;
 use sluice_core::FlushMode;
@@ -90,5 +95,46 @@ fn oracle_catches_a_consumer_group_that_loses_messages() {
     assert!(
         caught.is_some(),
         "a lossy group handler survived {SEEDS_MAX} seeds"
+    );
+}
+
+/// The first seed whose replicated run, built by `plan` on an `ASYNC_FLUSH`
+/// master (which loses its unsynced tail at a power loss), ends with two
+/// logs disagreeing.
+fn first_diverging_seed(plan: impl Fn(u64) -> Plan) -> Option<u64> {
+    (0..SEEDS_MAX * 2).find(|&seed| {
+        let report = run_plan(
+            &plan(seed),
+            FlushMode::Async,
+            OracleConfig {
+                acked_must_survive: false,
+            },
+        )
+        .expect("simulation runs");
+        report
+            .verdict
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::Replica(ReplicaViolation::Diverged { .. })))
+    })
+}
+
+#[test]
+fn oracle_catches_a_master_trusting_claimed_replica_offsets() {
+    let caught =
+        first_diverging_seed(|seed| Plan::replicas_across_crashes(seed).trusting_claimed_offsets());
+    assert!(
+        caught.is_some(),
+        "a master trusting claimed offsets survived {} seeds",
+        SEEDS_MAX * 2
+    );
+}
+
+#[test]
+fn replicas_of_the_unbroken_master_agree_on_the_same_seeds() {
+    assert_eq!(
+        first_diverging_seed(Plan::replicas_across_crashes),
+        None,
+        "replica logs disagree although the master verifies offsets"
     );
 }

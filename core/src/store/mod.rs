@@ -54,7 +54,12 @@ pub struct MessageStore<D: Disk, C: Clock> {
     /// Consumers see nothing at or past this offset (`u64::MAX`: no gate).
     /// A SYNC-replicated broker sets it to the offset its in-sync set holds.
     confirmed: AtomicU64,
+    appended: RwLock<Option<AppendListener>>,
 }
+
+/// Told the CommitLog's new written end after every put (a master's
+/// replication wakes the replicas' parked fetches with it); must be cheap.
+pub type AppendListener = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Opens (recovering if needed) the store under `config.root`.
@@ -83,12 +88,29 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         *self.listener.write().expect("invariant: lock not poisoned") = Some(listener);
     }
 
+    /// Registers the callback told the written end after every put.
+    pub fn set_append_listener(&self, listener: AppendListener) {
+        *self.appended.write().expect("invariant: lock not poisoned") = Some(listener);
+    }
+
+    fn appended(&self) {
+        let listener = self
+            .appended
+            .read()
+            .expect("invariant: lock not poisoned")
+            .clone();
+        if let Some(listener) = listener {
+            listener(self.log.written().0);
+        }
+    }
+
     /// Appends one message and returns once it is as durable as the flush
     /// mode requires (`wait = false` returns before the sync in SYNC mode,
     /// as RocketMQ's `WAIT=false`).
     pub async fn put(&self, msg: MessageInput, wait: bool) -> Result<Appended> {
         self.check_put(&msg)?;
         let a = self.log.append(msg)?;
+        self.appended();
         self.settle(a.end(), wait).await?;
         Ok(a)
     }
@@ -100,6 +122,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             self.check_put(m)?;
         }
         let out = self.log.append_batch(msgs)?;
+        self.appended();
         if let Some(last) = out.last() {
             self.settle(last.end(), wait).await?;
         }
@@ -230,6 +253,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         self.dispatch_to_ungated(self.log.written().0)?;
         self.log.set_follower(false);
         self.log.pad_after_recovery().await?;
+        self.appended();
         Ok(start)
     }
 

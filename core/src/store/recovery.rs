@@ -66,6 +66,7 @@ pub(super) async fn open<D: Disk, C: Clock>(
         shut_down: AtomicBool::new(false),
         checkpointing: AtomicBool::new(false),
         confirmed: AtomicU64::new(u64::MAX),
+        appended: RwLock::new(None),
     };
     let log_min = store.log.min_offset().0;
     let start = checkpoint.as_ref().map_or(log_min, |cp| cp.dispatched);

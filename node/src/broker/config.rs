@@ -67,6 +67,9 @@ pub struct BrokerConfig {
     /// An orderly-consumption queue lock not renewed this long is free
     /// (RocketMQ: 60 s, `rocketmq.broker.rebalance.lockMaxLiveTime`).
     pub lock_expiry_ms: u64,
+    /// Replication with the rest of the broker group (`None`: a lone
+    /// broker, no HA port).
+    pub replication: Option<super::ReplicationConfig>,
     /// The store.
     pub store: StoreConfig,
 }
@@ -97,6 +100,7 @@ impl Default for BrokerConfig {
             auto_create_subscription_group: true,
             delay_levels: super::DEFAULT_DELAY_LEVELS.to_owned(),
             lock_expiry_ms: 60_000,
+            replication: None,
             store: StoreConfig {
                 root: "store".to_owned(),
                 flush_mode: FlushMode::Async,

@@ -132,6 +132,19 @@ impl SubscriptionGroupTable {
         existed
     }
 
+    /// A replica adopts its master's groups (`subscriptionGroup.json`
+    /// content).
+    pub fn adopt(&self, json: &[u8]) -> Result<(), String> {
+        let file: SubscriptionGroupWrapper =
+            serde_json::from_slice(json).map_err(|e| format!("subscriptionGroup.json: {e}"))?;
+        let mut inner = self.lock();
+        if inner.file != file {
+            inner.file = file;
+            inner.dirty = true;
+        }
+        Ok(())
+    }
+
     /// Every group with the table's version.
     pub fn snapshot(&self) -> SubscriptionGroupWrapper {
         self.lock().file.clone()

@@ -10,6 +10,7 @@ mod config;
 mod delay_levels;
 pub mod filter;
 mod groups;
+pub mod ha;
 pub mod handlers;
 mod locks;
 mod long_poll;
@@ -24,6 +25,7 @@ pub use config::BrokerConfig;
 pub use delay_levels::{DelayLevels, DEFAULT_DELAY_LEVELS, DELAY_LEVELS_MAX};
 pub use filter::FilterCache;
 pub use groups::{SubscriptionGroupTable, SUBSCRIPTION_GROUPS_FILE, SUBSCRIPTION_GROUPS_MAX};
+pub use ha::{ReplicaAckError, Replication, ReplicationConfig, ReplicationMode, Role};
 pub use locks::LockTable;
 pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
@@ -68,11 +70,14 @@ pub struct Broker<D: Disk, C: Clock> {
     filters: FilterCache,
     groups: SubscriptionGroupTable,
     groups_persist: tokio::sync::Mutex<()>,
+    ha: Option<Replication>,
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
     /// Opens the broker's store (recovering it) and metadata.
-    pub async fn open(disk: D, clock: C, config: BrokerConfig) -> Result<Arc<Self>> {
+    pub async fn open(disk: D, clock: C, mut config: BrokerConfig) -> Result<Arc<Self>> {
+        // A replicated store opens as a follower: its role decides later.
+        config.store.replicated = config.replication.is_some();
         let read = |path: &str| {
             disk.read_small(path).map_err(|e| Error::Metadata {
                 what: "read",
@@ -99,6 +104,17 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .map_err(|r| meta_err(DELAY_OFFSETS_FILE, r))?;
         let groups = SubscriptionGroupTable::load(read(SUBSCRIPTION_GROUPS_FILE)?.as_deref())
             .map_err(|r| meta_err(SUBSCRIPTION_GROUPS_FILE, r))?;
+        let ha = match &config.replication {
+            Some(rc) => {
+                let epochs = ha::EpochHistory::load(read(ha::EPOCHS_FILE)?.as_deref())
+                    .map_err(|r| meta_err(ha::EPOCHS_FILE, r))?;
+                let me = u64::try_from(config.broker_id).map_err(|_| {
+                    Error::Config(format!("broker_id {} is negative", config.broker_id))
+                })?;
+                Some(Replication::new(rc.clone(), me, epochs))
+            }
+            None => None,
+        };
         let store = MessageStore::open(disk.clone(), clock.clone(), config.store.clone()).await?;
         let arrivals = Arc::new(ArrivalSignals::default());
         let signals = Arc::clone(&arrivals);
@@ -109,7 +125,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .advertised()
             .parse()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-        Ok(Arc::new(Self {
+        let broker = Arc::new(Self {
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,
@@ -128,12 +144,88 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             arrivals,
             store_host: RwLock::new(store_host),
             topics_changed: Notify::new(),
-        }))
+            ha,
+        });
+        if let Some(ha) = broker.replication() {
+            let me = Arc::downgrade(&broker);
+            broker.store.set_append_listener(Arc::new(move |end| {
+                if let Some(b) = me.upgrade() {
+                    if let Some(ha) = b.replication() {
+                        ha.note_written(end);
+                    }
+                }
+            }));
+            ha.note_written(broker.store.commit_log().written().0);
+        }
+        Ok(broker)
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// Replication, when the broker belongs to a replicated group.
+    pub fn replication(&self) -> Option<&Replication> {
+        self.ha.as_ref()
+    }
+
+    /// True when this broker takes writes: a lone broker, or its group's
+    /// master.
+    pub fn is_writer(&self) -> bool {
+        self.ha
+            .as_ref()
+            .is_none_or(|ha| matches!(ha.role(), Role::Master { .. }))
+    }
+
+    /// The broker id to register with name servers: 0 for the master (and
+    /// a lone broker), this broker's own id for a replica.
+    pub fn route_broker_id(&self) -> i64 {
+        if self.ha.is_some() && !self.is_writer() {
+            self.config.broker_id.max(1)
+        } else if self.ha.is_some() {
+            0
+        } else {
+            self.config.broker_id
+        }
+    }
+
+    /// Takes the master role at `epoch`: the store becomes the writer and
+    /// the epoch starts where its log ends (recorded before any write).
+    pub async fn become_master(&self, epoch: u32) -> Result<()> {
+        let Some(ha) = &self.ha else {
+            return Ok(());
+        };
+        let start = self.store.become_writer().await?.0;
+        let mut epochs = ha.epochs();
+        epochs
+            .begin(epoch, start)
+            .map_err(|r| Error::Config(format!("cannot start master epoch: {r}")))?;
+        self.disk
+            .replace_atomically(ha::EPOCHS_FILE, &epochs.to_json())
+            .await
+            .map_err(|e| Error::Metadata {
+                what: "write",
+                path: ha::EPOCHS_FILE.to_owned(),
+                reason: e.to_string(),
+            })?;
+        ha.lock().epochs = epochs;
+        ha.set_role(Role::Master { epoch });
+        ha::publish_gate(self, ha);
+        tracing::info!(epoch, start, "master of the broker group");
+        self.topics_changed.notify_one();
+        Ok(())
+    }
+
+    /// Follows the master at `master_ha` (a deposed master stops writing
+    /// first).
+    pub fn become_replica(&self, master_ha: Option<String>) {
+        let Some(ha) = &self.ha else {
+            return;
+        };
+        self.store.become_follower();
+        ha.set_role(Role::Replica { master_ha });
+        self.topics_changed.notify_one();
     }
 
     /// The store.
@@ -328,12 +420,20 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         } else {
             None
         };
+        let ha_server = self.start_replication(&transport, addr).await?;
         tracing::info!(%addr, broker = %self.config.broker_name, "broker serving");
         bound(addr);
         let mut duties = vec![
             tokio::spawn(register::run(Arc::clone(&self), transport.clone())),
             tokio::spawn(Arc::clone(&self).maintenance()),
         ];
+        if self.ha.is_some() {
+            duties.push(tokio::spawn(ha::run_follower(
+                Arc::clone(&self),
+                transport.clone(),
+            )));
+            duties.push(tokio::spawn(ha::maintain_in_sync(Arc::clone(&self))));
+        }
         duties.extend(schedule::spawn(&self));
         shutdown.await;
         for d in &duties {
@@ -344,6 +444,9 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             let _ = d.await;
         }
         server.shutdown(Duration::from_secs(3)).await;
+        if let Some(h) = ha_server {
+            h.shutdown(Duration::from_secs(1)).await;
+        }
         if let Some(v) = vip {
             v.shutdown(Duration::from_secs(1)).await;
         }
@@ -354,6 +457,43 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         self.store.shutdown().await?;
         tracing::info!("broker stopped cleanly");
         Ok(())
+    }
+
+    /// Binds the HA port (the broker port + 1 unless configured) and takes
+    /// the configured role: broker id 0 is the master, any other id a
+    /// replica of `master_ha_addr`.
+    async fn start_replication<T: Transport>(
+        self: &Arc<Self>,
+        transport: &T,
+        addr: SocketAddr,
+    ) -> Result<Option<RpcServer>> {
+        let Some(ha) = &self.ha else {
+            return Ok(None);
+        };
+        let listen =
+            ha.config().ha_listen.clone().unwrap_or_else(|| {
+                SocketAddr::new(addr.ip(), addr.port().wrapping_add(1)).to_string()
+            });
+        let server = RpcServer::bind(
+            transport,
+            &listen,
+            RpcConfig::default(),
+            ha::master_handler(Arc::clone(self)),
+        )
+        .await?;
+        let advertised = ha.config().ha_advertised.clone().unwrap_or_else(|| {
+            let host = self.store_host().ip();
+            SocketAddr::new(host, server.local_addr().port()).to_string()
+        });
+        ha.set_ha_addr(advertised.clone());
+        tracing::info!(ha = %advertised, "replication port serving");
+        if self.config.broker_id == 0 {
+            let epoch = ha.epochs().last_epoch() + 1;
+            self.become_master(epoch).await?;
+        } else {
+            self.become_replica(ha.config().master_ha_addr.clone());
+        }
+        Ok(Some(server))
     }
 
     /// Periodic duties: interval flush and checkpoint, offset persistence,

@@ -57,6 +57,19 @@ impl OffsetTable {
         })
     }
 
+    /// A replica adopts its master's offsets (`consumerOffset.json`
+    /// content), so a failover rewinds consumers as little as possible.
+    pub fn adopt(&self, json: &[u8]) -> Result<(), String> {
+        let file: OffsetFile =
+            serde_json::from_slice(json).map_err(|e| format!("consumerOffset.json: {e}"))?;
+        let mut inner = self.lock();
+        if inner.file != file {
+            inner.file = file;
+            inner.dirty = true;
+        }
+        Ok(())
+    }
+
     /// The committed offset, if any.
     pub fn get(&self, topic: &str, group: &str, queue_id: i32) -> Option<i64> {
         self.lock()

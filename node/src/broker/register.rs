@@ -49,8 +49,11 @@ async fn register_all<D: Disk, C: Clock, T: Transport>(
         broker_name: broker.config.broker_name.clone(),
         broker_addr: addr.clone(),
         cluster_name: broker.config.cluster_name.clone(),
-        ha_server_addr: String::new(),
-        broker_id: broker.config.broker_id,
+        ha_server_addr: broker
+            .replication()
+            .map(super::Replication::ha_addr)
+            .unwrap_or_default(),
+        broker_id: broker.route_broker_id(),
         compressed: Some(false),
         body_crc32: Some(crc),
     };
@@ -79,7 +82,7 @@ pub(super) async fn unregister<D: Disk, C: Clock, T: Transport>(
         broker_name: broker.config.broker_name.clone(),
         broker_addr: broker.store_host().to_string(),
         cluster_name: broker.config.cluster_name.clone(),
-        broker_id: broker.config.broker_id,
+        broker_id: broker.route_broker_id(),
     };
     for ns in &broker.config.namesrv_addrs {
         let cmd = RemotingCommand::request_with_header(request_code::UNREGISTER_BROKER, &header);

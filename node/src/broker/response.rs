@@ -11,13 +11,45 @@ pub fn store_error_response(e: &StoreError) -> RemotingCommand {
         StoreError::MessageRejected { .. } | StoreError::Encode(_) => {
             response_code::MESSAGE_ILLEGAL
         }
-        StoreError::Poisoned { .. } | StoreError::DiskFull { .. } | StoreError::ShutDown => {
-            response_code::SERVICE_NOT_AVAILABLE
-        }
+        StoreError::Poisoned { .. }
+        | StoreError::DiskFull { .. }
+        | StoreError::ShutDown
+        | StoreError::NotWriter => response_code::SERVICE_NOT_AVAILABLE,
         e if e.is_storage_full() => response_code::SERVICE_NOT_AVAILABLE,
         _ => response_code::SYSTEM_ERROR,
     };
     RemotingCommand::response(code, format!("[sluice] {e}"))
+}
+
+/// The answer to a stored message the in-sync set did not confirm, as
+/// RocketMQ answers: `SLAVE_NOT_AVAILABLE` or `FLUSH_SLAVE_TIMEOUT` with
+/// the send's header (the message is stored), or `SERVICE_NOT_AVAILABLE`
+/// when this broker stopped being the master meanwhile (the message may
+/// be lost in the failover; the producer must not count it as sent).
+pub fn replica_ack_response(
+    e: &crate::broker::ReplicaAckError,
+    stored: RemotingCommand,
+) -> RemotingCommand {
+    use crate::broker::ReplicaAckError;
+    let (code, remark) =
+        match e {
+            ReplicaAckError::NotAvailable(why) => (
+                response_code::SLAVE_NOT_AVAILABLE,
+                format!("[sluice] stored, but the in-sync set is short: {why}"),
+            ),
+            ReplicaAckError::Timeout => (
+                response_code::FLUSH_SLAVE_TIMEOUT,
+                "[sluice] stored, but the in-sync set did not confirm in time".to_owned(),
+            ),
+            ReplicaAckError::NotMaster => return RemotingCommand::response(
+                response_code::SERVICE_NOT_AVAILABLE,
+                "[sluice] this broker stopped being the master before the in-sync set confirmed",
+            ),
+        };
+    let mut out = stored;
+    out.code = code;
+    out.remark = Some(remark);
+    out
 }
 
 /// A `SYSTEM_ERROR` response for a request whose header could not be read.

@@ -204,6 +204,12 @@ async fn run_level<D: Disk, C: Clock>(b: Arc<Broker<D, C>>, level: i32) {
         .delay_ms(level)
         .expect("invariant: level within 1..=count");
     loop {
+        if !b.is_writer() {
+            // A replica delivers nothing: its master's deliveries arrive
+            // through replication.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
         let pause_ms = deliver_due(&b, level, delay_ms).await;
         tokio::time::sleep(Duration::from_millis(pause_ms)).await;
     }

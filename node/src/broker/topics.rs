@@ -80,6 +80,20 @@ impl TopicTable {
         })
     }
 
+    /// A replica adopts its master's table (`topics.json` content); true
+    /// when anything changed.
+    pub fn adopt(&self, json: &[u8]) -> Result<bool, String> {
+        let w: TopicConfigSerializeWrapper =
+            serde_json::from_slice(json).map_err(|e| format!("topics.json: {e}"))?;
+        let mut inner = self.lock();
+        if inner.topics == w.topic_config_table {
+            return Ok(false);
+        }
+        inner.topics = w.topic_config_table;
+        inner.version = w.data_version;
+        Ok(true)
+    }
+
     /// The topic's configuration.
     pub fn get(&self, topic: &str) -> Option<TopicConfig> {
         self.lock().topics.get(topic).cloned()

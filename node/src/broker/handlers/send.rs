@@ -15,7 +15,7 @@ use sluice_net::header::{SendMessageRequestHeader, SendMessageResponseHeader};
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::{bad_request, fail, store_error_response};
+use crate::broker::response::{bad_request, fail, replica_ack_response, store_error_response};
 use crate::broker::{Broker, PERM_READ, PERM_WRITE};
 
 pub(super) async fn handle<D: Disk, C: Clock>(
@@ -140,7 +140,9 @@ async fn send_one<D: Disk, C: Clock>(
                 i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
             );
             let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
-            RemotingCommand::success().with_header(&SendMessageResponseHeader::new(id, queue_id, q))
+            let stored = RemotingCommand::success()
+                .with_header(&SendMessageResponseHeader::new(id, queue_id, q));
+            replicated(b, a.end(), wait, stored).await
         }
         Err(e) => store_error_response(&e),
     }
@@ -182,13 +184,38 @@ async fn send_batch<D: Disk, C: Clock>(
             let first = appended
                 .first()
                 .map_or(0, |a| i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX));
-            RemotingCommand::success().with_header(&SendMessageResponseHeader::new(
+            let stored = RemotingCommand::success().with_header(&SendMessageResponseHeader::new(
                 ids.join(","),
                 queue_id,
                 first,
-            ))
+            ));
+            let end = appended
+                .last()
+                .map_or(0, sluice_core::commit_log::Appended::end);
+            replicated(b, end, wait, stored).await
         }
         Err(e) => store_error_response(&e),
+    }
+}
+
+/// The answer to a stored send: as is, or — for a SYNC-replicated master
+/// and a producer that waits — once the in-sync set holds `[0, end)`.
+async fn replicated<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    end: u64,
+    wait: bool,
+    stored: RemotingCommand,
+) -> RemotingCommand {
+    let Some(ha) = b.replication() else {
+        return stored;
+    };
+    if !wait {
+        return stored;
+    }
+    let written = b.store().commit_log().written().0;
+    match ha.await_replicated(end, written).await {
+        Ok(()) => stored,
+        Err(e) => replica_ack_response(&e, stored),
     }
 }
 

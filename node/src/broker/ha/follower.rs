@@ -1,0 +1,176 @@
+//! A replica's loop: while the role is `Replica` with a known master, it
+//! handshakes, truncates the divergent tail the master names, adopts the
+//! master's epoch history, then fetches — appending the bytes verbatim and
+//! reporting what it holds with each next fetch — and copies the master's
+//! topics, consumer offsets and subscription groups now and then. Any
+//! error or role change starts it over.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_core::disk::Disk;
+use sluice_core::{Clock, CommitLogOffset};
+use sluice_net::remoting::response_code;
+use sluice_net::{RemotingCommand, RpcClient, RpcConfig, Transport};
+
+use super::epochs::EPOCHS_FILE;
+use super::protocol::{
+    ext_u64, json_body, parse_body, Fetch, Handshake, HandshakeReply, Metadata, FIELD_AT,
+    FIELD_CONFIRMED, FIELD_EPOCH, HA_FETCH, HA_HANDSHAKE, HA_METADATA,
+};
+use super::{Replication, Role};
+use crate::broker::Broker;
+
+/// Pause after a failed attempt.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// Runs the replica side until aborted.
+pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, transport: T) {
+    let Some(ha) = b.replication() else {
+        return;
+    };
+    let client = RpcClient::new(transport, RpcConfig::default());
+    let mut roles = ha.roles_rx();
+    loop {
+        roles.borrow_and_update();
+        let Role::Replica {
+            master_ha: Some(master),
+        } = ha.role()
+        else {
+            let _ = roles.changed().await;
+            continue;
+        };
+        let result = tokio::select! {
+            r = follow(&b, ha, &client, &master) => r,
+            _ = roles.changed() => Ok(()),
+        };
+        if let Err(e) = result {
+            tracing::warn!(master = %master, error = %e, "replication from the master stopped; retrying");
+            client.close_connection(&master);
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+}
+
+/// One session with the master: returns only on an error.
+async fn follow<D: Disk, C: Clock, T: Transport>(
+    b: &Broker<D, C>,
+    ha: &Replication,
+    client: &RpcClient<T>,
+    master: &str,
+) -> Result<(), String> {
+    let store = b.store();
+    let rpc_timeout = Duration::from_millis(ha.config().fetch_wait_ms + 3_000);
+    let hs = Handshake {
+        group: b.config().broker_name.clone(),
+        replica_id: ha.me(),
+        epochs: ha.epochs(),
+        end: store.commit_log().written().0,
+        segment_bytes: store.config().commit_log_segment_bytes,
+    };
+    let req = RemotingCommand::request(HA_HANDSHAKE).with_body(json_body(&hs));
+    let resp = client
+        .invoke(master, req, rpc_timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.code != response_code::SUCCESS {
+        return Err(format!(
+            "handshake refused ({}): {}",
+            resp.code,
+            resp.remark.unwrap_or_default()
+        ));
+    }
+    let reply: HandshakeReply = parse_body(&resp)?;
+    if reply.truncate_to < store.commit_log().written().0 {
+        store
+            .truncate_to(CommitLogOffset(reply.truncate_to))
+            .await
+            .map_err(|e| format!("cannot truncate to {}: {e}", reply.truncate_to))?;
+    }
+    // The master's history is this log's from now on; persisted before
+    // any byte of it is copied.
+    b.disk()
+        .replace_atomically(EPOCHS_FILE, &reply.epochs.to_json())
+        .await
+        .map_err(|e| format!("cannot write {EPOCHS_FILE}: {e}"))?;
+    ha.lock().epochs = reply.epochs.clone();
+    tracing::info!(
+        master,
+        epoch = reply.epoch,
+        from = store.commit_log().written().0,
+        "following the master"
+    );
+    let metadata_every = Duration::from_millis(ha.config().metadata_sync_ms.max(100));
+    let mut next_metadata = Duration::ZERO;
+    loop {
+        let now = b.clock().monotonic();
+        if now >= next_metadata {
+            copy_metadata(b, client, master, rpc_timeout).await?;
+            next_metadata = now + metadata_every;
+        }
+        let from = store.commit_log().written().0;
+        let held = store.held_offset().0;
+        let f = Fetch {
+            session: reply.session,
+            replica_id: ha.me(),
+            epoch: reply.epoch,
+            from,
+            held,
+        };
+        ha.lock().replica_held = held;
+        let req = RemotingCommand::request(HA_FETCH).with_body(json_body(&f));
+        let resp = client
+            .invoke(master, req, rpc_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        if resp.code != response_code::SUCCESS {
+            return Err(format!(
+                "fetch refused ({}): {}",
+                resp.code,
+                resp.remark.unwrap_or_default()
+            ));
+        }
+        let epoch = ext_u64(&resp, FIELD_EPOCH)?;
+        let at = ext_u64(&resp, FIELD_AT)?;
+        let confirmed = ext_u64(&resp, FIELD_CONFIRMED)?;
+        if epoch != u64::from(reply.epoch) || at != from {
+            return Err(format!(
+                "fetch answer for epoch {epoch} at {at}, asked {} at {from}",
+                reply.epoch
+            ));
+        }
+        if !resp.body.is_empty() {
+            store
+                .append_replicated(CommitLogOffset(at), &resp.body)
+                .await
+                .map_err(|e| format!("cannot append replicated bytes at {at}: {e}"))?;
+        }
+        // A SYNC master's consumers see only what its in-sync set holds;
+        // so do this replica's.
+        store.set_confirmed(confirmed);
+    }
+}
+
+async fn copy_metadata<D: Disk, C: Clock, T: Transport>(
+    b: &Broker<D, C>,
+    client: &RpcClient<T>,
+    master: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let resp = client
+        .invoke(master, RemotingCommand::request(HA_METADATA), timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.code != response_code::SUCCESS {
+        return Err(format!("metadata refused ({})", resp.code));
+    }
+    let m: Metadata = parse_body(&resp)?;
+    if b.topics().adopt(m.topics.as_bytes())? {
+        b.topics_updated().await;
+    }
+    b.offsets().adopt(m.offsets.as_bytes())?;
+    b.subscription_groups().adopt(m.groups.as_bytes())?;
+    b.persist_offsets().await;
+    b.persist_subscription_groups().await;
+    Ok(())
+}

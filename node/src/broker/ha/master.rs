@@ -1,0 +1,329 @@
+//! The master's side of replication: handshakes (the master computes the
+//! replica's divergence point itself), fetches (acknowledgements counted
+//! only up to verified bytes, then a long-polled read of whole log units),
+//! metadata copies, and the duty that keeps the in-sync set and the
+//! consumer-visibility gate up to date.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_core::disk::Disk;
+use sluice_core::{Clock, CommitLogOffset};
+use sluice_net::remoting::response_code;
+use sluice_net::rpc::HandlerFuture;
+use sluice_net::{Handler, RemotingCommand, RequestContext};
+
+use super::epochs::divergence_point;
+use super::protocol::{
+    json_body, parse_body, Fetch, Handshake, HandshakeReply, Metadata, FIELD_AT, FIELD_CONFIRMED,
+    FIELD_EPOCH, HA_FETCH, HA_HANDSHAKE, HA_METADATA, HA_RESTART,
+};
+use super::{Replication, ReplicationMode, Role, Session};
+use crate::broker::response::fail;
+use crate::broker::Broker;
+
+/// Serves the HA port.
+pub(crate) struct HaHandler<D: Disk, C: Clock> {
+    broker: Arc<Broker<D, C>>,
+}
+
+/// The HA port's handler for `broker`.
+pub(crate) fn handler<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> HaHandler<D, C> {
+    HaHandler { broker }
+}
+
+impl<D: Disk, C: Clock> Handler for HaHandler<D, C> {
+    fn handle(&self, _ctx: RequestContext, request: RemotingCommand) -> HandlerFuture {
+        let b = Arc::clone(&self.broker);
+        Box::pin(async move {
+            let Some(ha) = b.replication() else {
+                return Some(fail(
+                    response_code::SYSTEM_ERROR,
+                    "[sluice] replication is off",
+                ));
+            };
+            let response = match request.code {
+                HA_HANDSHAKE => handshake(&b, ha, &request),
+                HA_FETCH => fetch(&b, ha, &request).await,
+                HA_METADATA => metadata(&b),
+                code => fail(
+                    response_code::REQUEST_CODE_NOT_SUPPORTED,
+                    format!("[sluice] HA port: request code {code} not supported"),
+                ),
+            };
+            Some(response)
+        })
+    }
+}
+
+fn handshake<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    ha: &Replication,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let hs: Handshake = match parse_body(req) {
+        Ok(h) => h,
+        Err(e) => return fail(response_code::SYSTEM_ERROR, e),
+    };
+    if hs.group != b.config().broker_name {
+        return fail(
+            response_code::NO_PERMISSION,
+            format!(
+                "[sluice] replica of group {} at the master of {}",
+                hs.group,
+                b.config().broker_name
+            ),
+        );
+    }
+    if hs.replica_id == ha.me() {
+        return fail(
+            response_code::NO_PERMISSION,
+            format!(
+                "[sluice] replica id {} is the master's own id",
+                hs.replica_id
+            ),
+        );
+    }
+    let segment_bytes = b.store().config().commit_log_segment_bytes;
+    if hs.segment_bytes != segment_bytes {
+        return fail(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "[sluice] replica segment size {} differs from the master's {segment_bytes}",
+                hs.segment_bytes
+            ),
+        );
+    }
+    let now = b.clock().monotonic();
+    let written = b.store().commit_log().written().0;
+    let mut st = ha.lock();
+    let Role::Master { epoch } = st.role else {
+        return fail(HA_RESTART, "[sluice] not the master");
+    };
+    let point = if ha.trusts_claimed_offset() {
+        // The mutant: believe the replica's own account of its log.
+        Some(hs.end)
+    } else {
+        divergence_point(&hs.epochs, hs.end, &st.epochs, written)
+    };
+    let Some(truncate_to) = point else {
+        return fail(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "[sluice] replica {} shares no epoch with the master; wipe its store to rejoin",
+                hs.replica_id
+            ),
+        );
+    };
+    let id = ha.next_session_id();
+    st.sessions.insert(
+        hs.replica_id,
+        Session {
+            id,
+            epoch,
+            verified: truncate_to,
+            acked: if ha.trusts_claimed_offset() {
+                hs.end
+            } else {
+                0
+            },
+            caught_up_target: u64::MAX,
+            last_seen: now,
+            caught_up_at: now,
+        },
+    );
+    tracing::info!(
+        replica = hs.replica_id,
+        session = id,
+        epoch,
+        truncate_to,
+        replica_end = hs.end,
+        "replica joined"
+    );
+    let reply = HandshakeReply {
+        session: id,
+        epoch,
+        epochs: st.epochs.clone(),
+        truncate_to,
+    };
+    RemotingCommand::success().with_body(json_body(&reply))
+}
+
+async fn fetch<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    ha: &Replication,
+    req: &RemotingCommand,
+) -> RemotingCommand {
+    let f: Fetch = match parse_body(req) {
+        Ok(f) => f,
+        Err(e) => return fail(response_code::SYSTEM_ERROR, e),
+    };
+    let now = b.clock().monotonic();
+    let epoch = {
+        let mut st = ha.lock();
+        let Role::Master { epoch } = st.role else {
+            return fail(HA_RESTART, "[sluice] not the master");
+        };
+        if f.epoch != epoch {
+            return fail(
+                HA_RESTART,
+                format!("[sluice] the master's epoch is {epoch}"),
+            );
+        }
+        let Some(s) = st
+            .sessions
+            .get_mut(&f.replica_id)
+            .filter(|s| s.id == f.session && s.epoch == epoch)
+        else {
+            return fail(HA_RESTART, "[sluice] unknown replication session");
+        };
+        if f.from > s.verified && !ha.trusts_claimed_offset() {
+            st.sessions.remove(&f.replica_id);
+            return fail(
+                HA_RESTART,
+                "[sluice] replica reports bytes this session never sent",
+            );
+        }
+        let ack = f.held.min(f.from);
+        s.acked = s.acked.max(ack);
+        s.last_seen = now;
+        if s.acked >= s.caught_up_target {
+            s.caught_up_at = now;
+        }
+        epoch
+    };
+    publish(b, ha);
+    let log = b.store().commit_log();
+    if log.written().0 <= f.from {
+        let mut rx = ha.written_rx();
+        let wait = async {
+            while log.written().0 <= f.from {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_millis(ha.config().fetch_wait_ms), wait).await;
+    }
+    let written = log.written().0;
+    let bytes = match log.read_units(CommitLogOffset(f.from), ha.config().fetch_bytes_max) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return fail(
+                HA_RESTART,
+                format!("[sluice] cannot read from {}: {e}", f.from),
+            )
+        }
+    };
+    let end = f.from + bytes.len() as u64;
+    let confirmed = {
+        let mut st = ha.lock();
+        if let Some(s) = st
+            .sessions
+            .get_mut(&f.replica_id)
+            .filter(|s| s.id == f.session)
+        {
+            s.verified = s.verified.max(end);
+            if end >= written {
+                s.caught_up_target = end;
+            }
+        }
+        Replication::confirmed_locked(&st)
+    };
+    let mut out = RemotingCommand::success().with_body(bytes);
+    out.ext_fields
+        .insert(FIELD_EPOCH.to_owned(), epoch.to_string());
+    out.ext_fields
+        .insert(FIELD_AT.to_owned(), f.from.to_string());
+    let gate = if ha.config().mode == ReplicationMode::Sync {
+        confirmed
+    } else {
+        u64::MAX
+    };
+    out.ext_fields
+        .insert(FIELD_CONFIRMED.to_owned(), gate.to_string());
+    out
+}
+
+fn metadata<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
+    let body = Metadata {
+        topics: String::from_utf8_lossy(&b.topics().to_json()).into_owned(),
+        offsets: String::from_utf8_lossy(&b.offsets().to_json()).into_owned(),
+        groups: serde_json::to_string(&b.subscription_groups().snapshot()).unwrap_or_default(),
+    };
+    RemotingCommand::success().with_body(json_body(&body))
+}
+
+/// Moves the consumer-visibility gate (SYNC mode) and wakes SYNC sends.
+pub(crate) fn publish<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) {
+    if ha.config().mode == ReplicationMode::Sync {
+        let confirmed = Replication::confirmed_locked(&ha.lock());
+        b.store().set_confirmed(confirmed);
+    }
+    ha.bump_acks();
+}
+
+/// The master's periodic duty: drops silent sessions, adds caught-up
+/// replicas to the in-sync set and removes those that stopped keeping up.
+pub(crate) async fn maintain<D: Disk, C: Clock>(b: Arc<Broker<D, C>>) {
+    let Some(ha) = b.replication() else {
+        return;
+    };
+    let period = Duration::from_millis((ha.config().fetch_wait_ms / 4).clamp(20, 500));
+    loop {
+        tokio::time::sleep(period).await;
+        if review_in_sync(&b, ha) {
+            publish(&b, ha);
+        }
+    }
+}
+
+/// One pass of the in-sync review; true when anything changed.
+fn review_in_sync<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) -> bool {
+    let now = b.clock().monotonic();
+    let held = b.store().held_offset().0;
+    let idle = Duration::from_millis(ha.config().session_idle_ms);
+    let lag_limit = Duration::from_millis(ha.config().not_caught_up_ms);
+    let mut st = ha.lock();
+    if !matches!(st.role, Role::Master { .. }) {
+        return false;
+    }
+    let mut changed = false;
+    let before = st.sessions.len();
+    st.sessions
+        .retain(|_, s| now.saturating_sub(s.last_seen) <= idle);
+    changed |= st.sessions.len() != before;
+    // Leaving: no session, or not caught up for too long.
+    let leaving: Vec<u64> = st
+        .in_sync
+        .iter()
+        .copied()
+        .filter(|id| {
+            st.sessions
+                .get(id)
+                .is_none_or(|s| now.saturating_sub(s.caught_up_at) > lag_limit)
+        })
+        .collect();
+    for id in leaving {
+        tracing::warn!(replica = id, "replica leaves the in-sync set");
+        st.in_sync.remove(&id);
+        changed = true;
+    }
+    // Joining: caught up, and holding everything already confirmed — so
+    // every message acknowledged so far is on it.
+    let confirmed = Replication::confirmed_locked(&st).min(held);
+    let joining: Vec<u64> = st
+        .sessions
+        .iter()
+        .filter(|(id, s)| {
+            !st.in_sync.contains(id) && s.acked >= confirmed && s.acked >= s.caught_up_target
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    for id in joining {
+        tracing::info!(replica = id, "replica joins the in-sync set");
+        st.in_sync.insert(id);
+        changed = true;
+    }
+    changed
+}

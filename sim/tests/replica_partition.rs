@@ -1,0 +1,97 @@
+//! Scenario `replica_partition`: a master and one replica; the replica is
+//! cut off from the master for 1–6 s while producers send, then healed.
+//! Under SYNC replication nothing sent during the cut is acknowledged (the
+//! sends answer `FLUSH_SLAVE_TIMEOUT`, then `SLAVE_NOT_AVAILABLE` once the
+//! replica leaves the in-sync set), nothing acknowledged is lost, and after
+//! the heal the replica's CommitLog is byte-identical to the master's.
+//! Under ASYNC replication sends go on being acknowledged during the cut
+//! and the replica catches up after it.
+
+use scenarios::{Fault, Plan};
+use sim::history::Event;
+use sim::oracle::OracleConfig;
+use sim::run::run_plan;
+use sim::seeds::for_each_seed;
+use sluice_core::FlushMode;
+
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=24;
+
+fn cut_window(plan: &Plan) -> (u64, u64) {
+    let at = |want: fn(&Fault) -> bool| {
+        plan.faults
+            .iter()
+            .find(|f| want(&f.fault))
+            .map(|f| f.at_ms)
+            .expect("the plan cuts and heals")
+    };
+    (
+        at(|f| matches!(f, Fault::PartitionReplica { .. })),
+        at(|f| matches!(f, Fault::RepairReplica { .. })),
+    )
+}
+
+#[test]
+fn sync_replication_acknowledges_nothing_the_replica_lacks() {
+    let mut refused_during_cut = 0;
+    for_each_seed(
+        "replica_partition",
+        "sync_replication_acknowledges_nothing_the_replica_lacks",
+        SEEDS,
+        |seed| {
+            let plan = Plan::replica_partition(seed, true);
+            let report = run_plan(
+                &plan,
+                FlushMode::Async,
+                OracleConfig {
+                    acked_must_survive: true,
+                },
+            )
+            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let (cut, heal) = cut_window(&plan);
+            refused_during_cut += report
+                .entries
+                .iter()
+                .filter(|e| e.at_ms >= cut && e.at_ms < heal)
+                .filter(|e| matches!(&e.event, Event::SendInfo { reason, .. } if reason.contains("SLAVE")))
+                .count();
+            report.failure().map_or(Ok(()), Err)
+        },
+    );
+    assert!(
+        refused_during_cut > 0,
+        "no send was ever answered FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE during a cut"
+    );
+}
+
+#[test]
+fn async_replication_goes_on_and_the_replica_catches_up() {
+    let mut acked_during_cut = 0;
+    for_each_seed(
+        "replica_partition",
+        "async_replication_goes_on_and_the_replica_catches_up",
+        SEEDS,
+        |seed| {
+            let plan = Plan::replica_partition(seed, false);
+            let report = run_plan(
+                &plan,
+                FlushMode::Async,
+                OracleConfig {
+                    acked_must_survive: true,
+                },
+            )
+            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let (cut, heal) = cut_window(&plan);
+            acked_during_cut += report
+                .entries
+                .iter()
+                .filter(|e| e.at_ms >= cut && e.at_ms < heal)
+                .filter(|e| matches!(e.event, Event::SendOk { .. }))
+                .count();
+            report.failure().map_or(Ok(()), Err)
+        },
+    );
+    assert!(
+        acked_during_cut > 0,
+        "ASYNC replication stopped acknowledging during a cut"
+    );
+}
