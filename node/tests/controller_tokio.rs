@@ -28,6 +28,7 @@ fn heartbeat(replica_id: u64) -> BrokerHeartbeat {
         ha_addr: format!("127.0.0.1:{}", 20_911 + replica_id),
         epoch: 0,
         max_offset: 42 * replica_id,
+        restarted: false,
     }
 }
 

@@ -155,6 +155,7 @@ fn heartbeat(replica_id: u64, max_offset: u64) -> BrokerHeartbeat {
         ha_addr: format!("b{replica_id}:10912"),
         epoch: 0,
         max_offset,
+        restarted: false,
     }
 }
 

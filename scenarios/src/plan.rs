@@ -24,6 +24,8 @@ pub struct Workload {
     /// Times a producer re-sends the same id after a send that was not
     /// acknowledged (0: every send is tried once).
     pub retries_max: u32,
+    /// Pause after a send that was not acknowledged.
+    pub fail_backoff_ms: u64,
     /// One long-polling consumer per queue reads while producers send.
     pub long_poll_consumers: bool,
     /// Members of one clustering push-consumer group, each on its own
@@ -96,6 +98,22 @@ pub enum Fault {
         /// The replica.
         replica: u32,
     },
+    /// Crash controller `controller` (`0..controllers`), losing its page
+    /// cache.
+    CrashController {
+        /// The controller.
+        controller: u32,
+    },
+    /// Start that controller again.
+    RestartController {
+        /// The controller.
+        controller: u32,
+    },
+    /// Cut the first broker off from its replicas and the controllers (not
+    /// from clients or name servers): an isolated master.
+    IsolateBroker,
+    /// Heal that isolation.
+    RejoinBroker,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -108,6 +126,9 @@ pub struct ReplicaSet {
     /// Mutant: the master trusts the offset a replica claims at its
     /// handshake (no truncation of a divergent tail), as RocketMQ 4.x does.
     pub trust_claimed_offset: bool,
+    /// Controllers electing masters (0: fixed roles, the first broker is
+    /// the master).
+    pub controllers: u32,
 }
 
 /// A fault at a simulated time.
@@ -146,6 +167,7 @@ fn workload(seed: u64) -> Workload {
         send_gap_ms_max: rng.random_range(0..=40),
         wait_for_flush: true,
         retries_max: 0,
+        fail_backoff_ms: 50,
         long_poll_consumers: false,
         group_members: 0,
         lossy_group_handler: false,
@@ -159,6 +181,23 @@ impl Workload {
     pub fn expected_ms(&self) -> u64 {
         u64::from(self.messages_per_producer) * (self.send_gap_ms_max / 2 + 4)
     }
+}
+
+/// About when the first master has an in-sync replica and producers get
+/// acknowledgements (a controller election, the first broker's heartbeat,
+/// then its replicas start 2.5 s in and catch up).
+const FIRST_MASTER_MS: u64 = 3_500;
+
+/// A workload long enough to span a failover: producers still have
+/// messages to send once a new master is elected.
+fn replicated_workload(seed: u64) -> Workload {
+    let mut w = workload(seed);
+    w.messages_per_producer = w.messages_per_producer.max(80);
+    w.send_gap_ms_max = w.send_gap_ms_max.max(40);
+    // Like an application backing off, rather than burning through its
+    // messages while the group has no master.
+    w.fail_backoff_ms = 400;
+    w
 }
 
 fn push_crash(faults: &mut Vec<TimedFault>, at_ms: u64, power_loss: bool) {
@@ -383,6 +422,7 @@ impl Plan {
                 sync,
                 replicas: 1,
                 trust_claimed_offset: false,
+                controllers: 0,
             }),
         }
     }
@@ -432,8 +472,116 @@ impl Plan {
                 sync,
                 replicas,
                 trust_claimed_offset: false,
+                controllers: 0,
             }),
         }
+    }
+
+    /// Scenario `failover`: a SYNC-replicated group (master and one or two
+    /// replicas, `ASYNC_FLUSH` everywhere, so only replication keeps
+    /// acknowledged messages) with one or three controllers. The master
+    /// crashes — mostly losing its page cache — while producers send, the
+    /// controllers elect a replica, and the old master restarts later and
+    /// rejoins as a replica (truncating what it wrote that nobody else
+    /// holds). Per seed, a controller also crashes around the failover.
+    pub fn failover(seed: u64) -> Self {
+        let workload = replicated_workload(seed);
+        let mut rng = substream(seed, Salt::Faults);
+        let replicas = rng.random_range(1..=2);
+        let controllers = if rng.random_bool(0.5) { 3 } else { 1 };
+        let at_ms = FIRST_MASTER_MS + rng.random_range(20..=workload.expected_ms() / 2);
+        let mut faults = Vec::new();
+        push_crash(&mut faults, at_ms, rng.random_bool(0.75));
+        push_restart(&mut faults, at_ms + rng.random_range(4_000..=9_000));
+        if controllers == 3 && rng.random_bool(0.5) {
+            let controller = rng.random_range(0..controllers);
+            let crash_ms = at_ms + rng.random_range(0..=4_000);
+            faults.push(TimedFault {
+                at_ms: crash_ms,
+                fault: Fault::CrashController { controller },
+            });
+            faults.push(TimedFault {
+                at_ms: crash_ms + rng.random_range(500..=5_000),
+                fault: Fault::RestartController { controller },
+            });
+        }
+        faults.sort_by_key(|f| f.at_ms);
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+            replication: Some(ReplicaSet {
+                sync: true,
+                replicas,
+                trust_claimed_offset: false,
+                controllers,
+            }),
+        }
+    }
+
+    /// Scenario `isolated_master`: the master of a SYNC-replicated group
+    /// with controllers is cut off from its replicas and the controllers —
+    /// but not from producers — for 5–10 s; a replica is elected. The old
+    /// master must acknowledge nothing meanwhile (every such ack would be
+    /// lost when it rejoins and truncates), and rejoins as a replica.
+    pub fn isolated_master(seed: u64) -> Self {
+        let workload = replicated_workload(seed);
+        let mut rng = substream(seed, Salt::Faults);
+        let replicas = rng.random_range(1..=2);
+        let at_ms = FIRST_MASTER_MS + rng.random_range(20..=workload.expected_ms() / 2);
+        let faults = vec![
+            TimedFault {
+                at_ms,
+                fault: Fault::IsolateBroker,
+            },
+            TimedFault {
+                at_ms: at_ms + rng.random_range(5_000..=10_000),
+                fault: Fault::RejoinBroker,
+            },
+        ];
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+            replication: Some(ReplicaSet {
+                sync: true,
+                replicas,
+                trust_claimed_offset: false,
+                controllers: 1,
+            }),
+        }
+    }
+
+    /// The same plan with every replica cut off from the master for the
+    /// 800 ms before its first crash (healed 500 ms after it): what the
+    /// master wrote in that window exists nowhere else when it crashes.
+    #[must_use]
+    pub fn cutting_replicas_before_crash(mut self) -> Self {
+        let replicas = self.replication.map_or(0, |r| r.replicas);
+        let Some(crash_ms) = self
+            .faults
+            .iter()
+            .find(|f| matches!(f.fault, Fault::CrashBroker { .. }))
+            .map(|f| f.at_ms)
+        else {
+            return self;
+        };
+        for replica in 0..replicas {
+            self.faults.push(TimedFault {
+                at_ms: crash_ms.saturating_sub(800),
+                fault: Fault::PartitionReplica { replica },
+            });
+            self.faults.push(TimedFault {
+                at_ms: crash_ms + 500,
+                fault: Fault::RepairReplica { replica },
+            });
+        }
+        self.faults.sort_by_key(|f| f.at_ms);
+        self
     }
 
     /// The same plan with a master that trusts the offset a replica claims

@@ -24,7 +24,7 @@ pub type SimClient = ClientInstance<TurmoilTransport, SimClock>;
 pub const REQUEST_TIMEOUT_MS: u64 = 2_000;
 /// Route lookups a host makes before it gives up waiting for the broker
 /// to register with the name server.
-const BROKER_LOOKUPS_MAX: u32 = 200;
+const BROKER_LOOKUPS_MAX: u32 = 1_000;
 /// Pause between those lookups.
 const BROKER_LOOKUP_BACKOFF: Duration = Duration::from_millis(10);
 
@@ -36,6 +36,9 @@ pub fn client(host: &str, pid: u32, tune: impl FnOnce(&mut ClientConfig)) -> Sim
     let mut config = ClientConfig::new(NAMESRV_ADDR).with_instance_name(host);
     config.pid = pid;
     config.request_timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
+    // Routes follow a failover within a second (the client also refreshes
+    // after a failed send).
+    config.poll_name_server_interval = Duration::from_secs(1);
     tune(&mut config);
     ClientInstance::new(TurmoilTransport, SimClock::new(0), config)
 }

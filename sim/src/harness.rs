@@ -10,6 +10,7 @@ use sluice_core::disk::SimDisk;
 use sluice_core::{FlushMode, StoreConfig};
 use sluice_net::TurmoilTransport;
 use sluice_node::broker::{Broker, BrokerConfig, ReplicationConfig, ReplicationMode};
+use sluice_node::controller::{Controller, ControllerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
 
 use crate::clock::SimClock;
@@ -95,16 +96,36 @@ pub fn add_broker_host(
     config: &BrokerConfig,
     skew_ms: i64,
 ) {
+    add_broker_host_after(sim, host, disk, config, skew_ms, Duration::ZERO);
+}
+
+/// Like [`add_broker_host`], the broker's first start `delay` late (so,
+/// with controllers, the first broker is the first master).
+pub fn add_broker_host_after(
+    sim: &mut turmoil::Sim<'_>,
+    host: &str,
+    disk: &SimDisk,
+    config: &BrokerConfig,
+    skew_ms: i64,
+    delay: Duration,
+) {
     let disk = disk.clone();
     let config = config.clone();
     let name = host.to_owned();
+    let first_start = std::rc::Rc::new(std::cell::Cell::new(true));
     sim.host(host, move || {
         let disk = disk.clone();
         let mut config = config.clone();
+        let wait = if first_start.replace(false) {
+            delay
+        } else {
+            Duration::ZERO
+        };
         // turmoil reports a listener bound to 0.0.0.0 as 0.0.0.0, so the
         // broker is told the address to register (and clients to dial).
         config.advertised_addr = Some(format!("{}:{BROKER_PORT}", turmoil::lookup(name.as_str())));
         async move {
+            tokio::time::sleep(wait).await;
             let broker = Broker::open(disk, SimClock::new(skew_ms), config).await?;
             broker
                 .serve(TurmoilTransport, std::future::pending(), |_| {})
@@ -121,11 +142,59 @@ pub fn replica_host(i: u32) -> String {
 
 /// The HA port of every broker.
 pub const HA_PORT: u16 = 10912;
+/// The controllers' port.
+pub const CONTROLLER_PORT: u16 = 9878;
+/// A broker silent this long is replaced by the controllers.
+pub const CONTROLLER_BROKER_TIMEOUT_MS: u64 = 3_000;
+
+/// Host name of controller `i` (raft id `i + 1`).
+pub fn controller_host(i: u32) -> String {
+    format!("ctl{}", i + 1)
+}
+
+/// The controllers' addresses, `host:port`.
+pub fn controller_addrs(count: u32) -> Vec<String> {
+    (0..count)
+        .map(|i| format!("{}:{CONTROLLER_PORT}", controller_host(i)))
+        .collect()
+}
+
+/// Starts controller `i` of `count` on `disk`, which outlives its host.
+pub fn add_controller(sim: &mut turmoil::Sim<'_>, i: u32, count: u32, disk: &SimDisk) {
+    let disk = disk.clone();
+    let peers: std::collections::BTreeMap<u64, String> = (0..count)
+        .map(|j| {
+            (
+                u64::from(j) + 1,
+                format!("{}:{CONTROLLER_PORT}", controller_host(j)),
+            )
+        })
+        .collect();
+    sim.host(controller_host(i), move || {
+        let disk = disk.clone();
+        let mut config = ControllerConfig::new(
+            u64::from(i) + 1,
+            peers.clone(),
+            format!("0.0.0.0:{CONTROLLER_PORT}"),
+        );
+        config.broker_timeout_ms = CONTROLLER_BROKER_TIMEOUT_MS;
+        async move {
+            let _controller =
+                Controller::start(config, disk, SimClock::new(0), &TurmoilTransport).await?;
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+}
 
 /// Replication settings for the simulation: RocketMQ's semantics with
 /// timers scaled down so a run sees sessions drop, replicas leave and
 /// rejoin the in-sync set, and SYNC sends time out.
-pub fn replication_config(sync: bool, master_ha: Option<String>) -> ReplicationConfig {
+pub fn replication_config(
+    sync: bool,
+    master_ha: Option<String>,
+    controllers: u32,
+) -> ReplicationConfig {
     ReplicationConfig {
         mode: if sync {
             ReplicationMode::Sync
@@ -134,6 +203,8 @@ pub fn replication_config(sync: bool, master_ha: Option<String>) -> ReplicationC
         },
         ha_listen: Some(format!("0.0.0.0:{HA_PORT}")),
         master_ha_addr: master_ha,
+        controller_addrs: controller_addrs(controllers),
+        controller_heartbeat_ms: 300,
         ack_timeout_ms: 1_000,
         not_caught_up_ms: 3_000,
         fetch_wait_ms: 500,

@@ -15,8 +15,8 @@ use sluice_core::FlushMode;
 
 use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
-    add_broker, add_broker_host, add_namesrv, broker_config, builder, crash_broker, replica_host,
-    replication_config, slow_syncs, BROKER, HA_PORT,
+    add_broker, add_broker_host_after, add_controller, add_namesrv, broker_config, builder,
+    controller_host, crash_broker, replica_host, replication_config, slow_syncs, BROKER, HA_PORT,
 };
 use crate::history::{trace_hash, Entry, Event, History};
 use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
@@ -110,10 +110,16 @@ pub fn run_plan(
         config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
         config.offset_persist_interval_ms = GROUP_OFFSET_PERSIST_MS;
     }
+    let controllers = add_controllers(&mut sim, plan);
     let replicas = add_replicas(&mut sim, plan, &mut config);
     add_broker(&mut sim, &disk, &config, plan.broker_skew_ms);
     let progress = start_clients(&mut sim, plan, &history);
-    safety_phase(&mut sim, plan, &disk, &replicas, &history, &progress)?;
+    let disks = Disks {
+        broker: &disk,
+        replicas: &replicas,
+        controllers: &controllers,
+    };
+    safety_phase(&mut sim, plan, &disks, &history, &progress)?;
     if !sim.is_host_running(BROKER) {
         sim.bounce(BROKER);
         history.record_at(now_ms(&sim), fault_event("restart broker for the drain"));
@@ -227,11 +233,17 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
 /// Steps until every client finished and every planned fault was applied.
 /// A consumer group runs on until its monitor sees it caught up, which it
 /// only looks for once `progress` says the faults are all applied.
+/// The disks of a run's hosts, which outlive them.
+struct Disks<'a> {
+    broker: &'a SimDisk,
+    replicas: &'a [SimDisk],
+    controllers: &'a [SimDisk],
+}
+
 fn safety_phase(
     sim: &mut turmoil::Sim<'_>,
     plan: &Plan,
-    disk: &SimDisk,
-    replicas: &[SimDisk],
+    disks: &Disks<'_>,
     history: &History,
     progress: &GroupProgress,
 ) -> Result<(), String> {
@@ -243,13 +255,13 @@ fn safety_phase(
                 Fault::CrashBroker { power_loss } => {
                     crash_broker(sim);
                     if power_loss {
-                        disk.power_loss();
+                        disks.broker.power_loss();
                     } else {
-                        disk.process_crash();
+                        disks.broker.process_crash();
                     }
                 }
                 Fault::RestartBroker => sim.bounce(BROKER),
-                Fault::FailNextSync => disk.fail_next_sync(),
+                Fault::FailNextSync => disks.broker.fail_next_sync(),
                 Fault::HoldProducers => each_producer(plan, |p| sim.hold(BROKER, p)),
                 Fault::ReleaseProducers => each_producer(plan, |p| sim.release(BROKER, p)),
                 Fault::PartitionProducers => each_producer(plan, |p| sim.partition(BROKER, p)),
@@ -267,7 +279,10 @@ fn safety_phase(
                     power_loss,
                 } => {
                     sim.crash(replica_host(replica));
-                    if let Some(d) = usize::try_from(replica).ok().and_then(|i| replicas.get(i)) {
+                    if let Some(d) = usize::try_from(replica)
+                        .ok()
+                        .and_then(|i| disks.replicas.get(i))
+                    {
                         if power_loss {
                             d.power_loss();
                         } else {
@@ -276,6 +291,18 @@ fn safety_phase(
                     }
                 }
                 Fault::RestartReplica { replica } => sim.bounce(replica_host(replica)),
+                Fault::CrashController { controller } => {
+                    sim.crash(controller_host(controller));
+                    if let Some(d) = usize::try_from(controller)
+                        .ok()
+                        .and_then(|i| disks.controllers.get(i))
+                    {
+                        d.power_loss();
+                    }
+                }
+                Fault::RestartController { controller } => sim.bounce(controller_host(controller)),
+                Fault::IsolateBroker => each_peer(disks, |peer| sim.partition(BROKER, peer)),
+                Fault::RejoinBroker => each_peer(disks, |peer| sim.repair(BROKER, peer)),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -288,6 +315,36 @@ fn safety_phase(
         }
     }
 }
+
+/// Every replica and controller host: the first broker's peers.
+fn each_peer(disks: &Disks<'_>, mut f: impl FnMut(String)) {
+    for i in 0..disks.replicas.len() {
+        f(replica_host(u32::try_from(i).unwrap_or(u32::MAX)));
+    }
+    for i in 0..disks.controllers.len() {
+        f(controller_host(u32::try_from(i).unwrap_or(u32::MAX)));
+    }
+}
+
+/// Starts the plan's controllers, each on its own disk; returns the disks.
+fn add_controllers(sim: &mut turmoil::Sim<'_>, plan: &Plan) -> Vec<SimDisk> {
+    let count = plan.replication.map_or(0, |r| r.controllers);
+    let mut seeds = substream(plan.seed, Salt::Disk);
+    // The broker's and the replicas' disks take the stream's first values.
+    for _ in 0..4 {
+        let _: u64 = seeds.random();
+    }
+    (0..count)
+        .map(|i| {
+            let disk = SimDisk::new(seeds.random());
+            add_controller(sim, i, count, &disk);
+            disk
+        })
+        .collect()
+}
+
+/// With controllers, replicas start this late (see `add_replicas`).
+const REPLICA_START_DELAY: std::time::Duration = std::time::Duration::from_millis(2_500);
 
 /// How long replicas get, after the drain, to fetch what is left.
 const REPLICAS_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
@@ -302,9 +359,12 @@ fn add_replicas(
     let Some(set) = plan.replication else {
         return Vec::new();
     };
-    let mut master = replication_config(set.sync, None);
+    let mut master = replication_config(set.sync, None, set.controllers);
     master.mutant_trust_claimed_offset = set.trust_claimed_offset;
-    config.broker_id = 0;
+    // With controllers every broker needs an id of 1 or more; with fixed
+    // roles id 0 is the master.
+    let first_id = i64::from(set.controllers > 0);
+    config.broker_id = first_id;
     config.replication = Some(master);
     let mut seeds = substream(plan.seed, Salt::Disk);
     let _master_disk_seed: u64 = seeds.random();
@@ -319,12 +379,26 @@ fn add_replicas(
             );
             slow_syncs(&disk);
             let mut rc = config.clone();
-            rc.broker_id = i64::from(i) + 1;
-            rc.replication = Some(replication_config(
-                set.sync,
-                Some(format!("{BROKER}:{HA_PORT}")),
-            ));
-            add_broker_host(sim, &replica_host(i), &disk, &rc, plan.broker_skew_ms);
+            rc.broker_id = first_id + i64::from(i) + 1;
+            let master_ha = (set.controllers == 0).then(|| format!("{BROKER}:{HA_PORT}"));
+            let mut replica = replication_config(set.sync, master_ha, set.controllers);
+            replica.mutant_trust_claimed_offset = set.trust_claimed_offset;
+            rc.replication = Some(replica);
+            // With controllers the first broker to heartbeat is the first
+            // master: replicas start once the controllers have elected it.
+            let delay = if set.controllers > 0 {
+                REPLICA_START_DELAY
+            } else {
+                std::time::Duration::ZERO
+            };
+            add_broker_host_after(
+                sim,
+                &replica_host(i),
+                &disk,
+                &rc,
+                plan.broker_skew_ms,
+                delay,
+            );
             disk
         })
         .collect()

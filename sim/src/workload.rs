@@ -28,7 +28,6 @@ const PRODUCER_GROUP: &str = "sim-producers";
 /// Request timeout of the workload clients.
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(REQUEST_TIMEOUT_MS);
 /// Pause after a failed send, so a down broker is not hammered.
-const FAIL_BACKOFF: Duration = Duration::from_millis(50);
 /// Failed pulls of one queue before the drain gives up (a liveness failure).
 const DRAIN_ATTEMPTS_MAX: u32 = 60;
 /// Pause between failed pulls.
@@ -101,7 +100,7 @@ pub async fn produce(
             if acked {
                 break;
             }
-            tokio::time::sleep(FAIL_BACKOFF).await;
+            tokio::time::sleep(Duration::from_millis(workload.fail_backoff_ms)).await;
         }
         let gap_ms = rng.random_range(0..=workload.send_gap_ms_max);
         tokio::time::sleep(Duration::from_millis(gap_ms)).await;

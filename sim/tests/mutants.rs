@@ -8,6 +8,9 @@
 //!   the `SYNC_FLUSH` promise, crashes must show the loss.
 //! - A consumer group whose handler reports success for messages it loses
 //!   (commit before processing) must show unconsumed acknowledged messages.
+//! - A SYNC-replicated master that acknowledges before the in-sync set
+//!   holds the message (producers send `WAIT=false`): a master crash and
+//!   failover must show the loss.
 //! - A master that trusts the offset a replica claims at its handshake (as
 //!   RocketMQ 4.x trusts 8 bytes on its HA port) skips the truncation of a
 //!   replica's divergent tail: after a master power loss with `ASYNC_FLUSH`,
@@ -136,5 +139,50 @@ fn replicas_of_the_unbroken_master_agree_on_the_same_seeds() {
         first_diverging_seed(Plan::replicas_across_crashes),
         None,
         "replica logs disagree although the master verifies offsets"
+    );
+}
+
+/// The first seed whose failover run, built by `plan`, loses or moves an
+/// acknowledged message.
+fn first_failover_losing_acks(plan: impl Fn(u64) -> Plan) -> Option<u64> {
+    (0..SEEDS_MAX).find(|&seed| {
+        let report = run_plan(
+            &plan(seed),
+            FlushMode::Async,
+            OracleConfig {
+                acked_must_survive: true,
+            },
+        )
+        .expect("simulation runs");
+        report.verdict.violations.iter().any(|v| {
+            matches!(
+                v,
+                Violation::LostAck { .. }
+                    | Violation::MovedAck { .. }
+                    | Violation::InconsistentOffset { .. }
+            )
+        })
+    })
+}
+
+#[test]
+fn oracle_catches_acknowledgement_before_the_in_sync_set_holds_it() {
+    let caught = first_failover_losing_acks(|seed| {
+        Plan::failover(seed)
+            .cutting_replicas_before_crash()
+            .without_flush_wait()
+    });
+    assert!(
+        caught.is_some(),
+        "acknowledging before the in-sync set holds a message survived {SEEDS_MAX} failovers"
+    );
+}
+
+#[test]
+fn the_unbroken_group_loses_nothing_on_the_same_failovers() {
+    assert_eq!(
+        first_failover_losing_acks(|seed| Plan::failover(seed).cutting_replicas_before_crash()),
+        None,
+        "a SYNC-replicated group lost an acknowledged message in a failover"
     );
 }

@@ -434,6 +434,17 @@ impl<T: Transport, C: Clock> Producer<T, C> {
         let now = self.client.clock().monotonic();
         let failed = !matches!(&outcome, Ok(r) if r.code == response_code::SUCCESS);
         lock(&self.faults).record(&queue.broker_name, now.saturating_sub(started), failed, now);
+        // The broker is gone or no longer takes writes (a replica, or a
+        // deposed master): ask the name servers now rather than at the next
+        // 30 s poll, so the next attempt goes to the group's new master.
+        let stale = outcome
+            .as_ref()
+            .map_or(true, |r| r.code == response_code::SERVICE_NOT_AVAILABLE);
+        if stale {
+            if let Err(e) = self.client.refresh_route(&prepared.topic).await {
+                tracing::debug!(topic = %prepared.topic, error = %e, "route refresh after a failed send failed");
+            }
+        }
         let response = outcome?;
         let status = match response.code {
             response_code::SUCCESS => SendStatus::Ok,

@@ -20,6 +20,10 @@ command_header! {
         compressed: Option<bool> = "compressed",
         /// CRC32 of the body, checked when non-zero.
         body_crc32: Option<i32> = "bodyCrc32",
+        /// Sluice: the master epoch of a controller-managed master. A
+        /// name server keeps the master with the highest epoch, so a
+        /// deposed master still registering cannot take the route back.
+        master_epoch: Option<i64> = "sluiceMasterEpoch",
     }
 }
 

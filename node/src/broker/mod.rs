@@ -111,6 +111,13 @@ impl<D: Disk, C: Clock> Broker<D, C> {
                 let me = u64::try_from(config.broker_id).map_err(|_| {
                     Error::Config(format!("broker_id {} is negative", config.broker_id))
                 })?;
+                if me == 0 && !rc.controller_addrs.is_empty() {
+                    return Err(Error::Config(
+                        "with controllers, every broker of the group needs a broker_id of 1 \
+                         or more (the master registers as 0 whichever it is)"
+                            .to_owned(),
+                    ));
+                }
                 Some(Replication::new(rc.clone(), me, epochs))
             }
             None => None,
@@ -190,6 +197,20 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         }
     }
 
+    /// The master epoch to register with name servers: a
+    /// controller-managed master's, so a deposed one cannot take the route
+    /// back.
+    pub(crate) fn registered_master_epoch(&self) -> Option<i64> {
+        let ha = self.ha.as_ref()?;
+        if ha.config().controller_addrs.is_empty() {
+            return None;
+        }
+        match ha.role() {
+            Role::Master { epoch } => Some(i64::from(epoch)),
+            _ => None,
+        }
+    }
+
     /// Takes the master role at `epoch`: the store becomes the writer and
     /// the epoch starts where its log ends (recorded before any write).
     pub async fn become_master(&self, epoch: u32) -> Result<()> {
@@ -210,6 +231,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
                 reason: e.to_string(),
             })?;
         ha.lock().epochs = epochs;
+        // What it gated as a replica no longer applies.
+        self.store.set_confirmed(u64::MAX);
         ha.set_role(Role::Master { epoch });
         ha::publish_gate(self, ha);
         tracing::info!(epoch, start, "master of the broker group");
@@ -427,12 +450,16 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             tokio::spawn(register::run(Arc::clone(&self), transport.clone())),
             tokio::spawn(Arc::clone(&self).maintenance()),
         ];
-        if self.ha.is_some() {
+        if let Some(ha) = &self.ha {
             duties.push(tokio::spawn(ha::run_follower(
                 Arc::clone(&self),
                 transport.clone(),
             )));
-            duties.push(tokio::spawn(ha::maintain_in_sync(Arc::clone(&self))));
+            duties.push(if ha.config().controller_addrs.is_empty() {
+                tokio::spawn(ha::maintain_in_sync(Arc::clone(&self)))
+            } else {
+                tokio::spawn(ha::run_controlled(Arc::clone(&self), transport.clone()))
+            });
         }
         duties.extend(schedule::spawn(&self));
         shutdown.await;
@@ -487,7 +514,9 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         });
         ha.set_ha_addr(advertised.clone());
         tracing::info!(ha = %advertised, "replication port serving");
-        if self.config.broker_id == 0 {
+        if !ha.config().controller_addrs.is_empty() {
+            // The controllers decide; until they answer, no role.
+        } else if self.config.broker_id == 0 {
             let epoch = ha.epochs().last_epoch() + 1;
             self.become_master(epoch).await?;
         } else {

@@ -56,6 +56,7 @@ async fn register_all<D: Disk, C: Clock, T: Transport>(
         broker_id: broker.route_broker_id(),
         compressed: Some(false),
         body_crc32: Some(crc),
+        master_epoch: broker.registered_master_epoch(),
     };
     for ns in &broker.config.namesrv_addrs {
         let cmd = RemotingCommand::request_with_header(request_code::REGISTER_BROKER, &header)

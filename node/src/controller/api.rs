@@ -107,6 +107,12 @@ pub struct BrokerHeartbeat {
     pub epoch: u32,
     /// Its CommitLog end.
     pub max_offset: u64,
+    /// The broker's first heartbeats after it started, until one is
+    /// answered. A master that restarted may have lost an unsynced tail
+    /// its replicas hold, so it must never go on writing in its old epoch:
+    /// the controller renews the mastership (a new epoch, given to the
+    /// alive in-sync replica with the most data).
+    pub restarted: bool,
 }
 
 /// The master's request to replace its in-sync set.
@@ -142,6 +148,9 @@ impl BrokerHeartbeat {
         ext.insert("haAddr".into(), self.ha_addr.clone());
         ext.insert("epoch".into(), self.epoch.to_string());
         ext.insert("maxOffset".into(), self.max_offset.to_string());
+        if self.restarted {
+            ext.insert("restarted".into(), "true".into());
+        }
         request
     }
 
@@ -155,6 +164,7 @@ impl BrokerHeartbeat {
             ha_addr: field(ext, "haAddr")?,
             epoch: field(ext, "epoch")?,
             max_offset: field(ext, "maxOffset")?,
+            restarted: ext.get("restarted").is_some_and(|v| v == "true"),
         })
     }
 }
@@ -209,6 +219,7 @@ mod tests {
             ha_addr: "b:10912".into(),
             epoch: 3,
             max_offset: u64::MAX,
+            restarted: true,
         };
         let decoded = BrokerHeartbeat::from_request(&heartbeat.to_request());
         assert_eq!(decoded, Ok(heartbeat));

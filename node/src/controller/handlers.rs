@@ -17,7 +17,7 @@ use super::api::{
     self, AlterInSync, BrokerHeartbeat, ClusterMetadata, GroupView, MemberView, PeerView,
 };
 use super::consensus::{lock, Input, ProposeError, SharedRef};
-use super::state::{Applied, Command, Member, Rejection};
+use super::state::{choose_renewed_master, Applied, Command, Member, Rejection};
 use super::ControllerConfig;
 
 /// What every handler needs.
@@ -107,21 +107,59 @@ async fn heartbeat<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> Rem
             return answer;
         }
     }
-    let mut shared = lock(&ctx.shared);
+    let renew = {
+        let mut shared = lock(&ctx.shared);
+        if let Some(answer) = not_leader(ctx, &shared) {
+            return answer;
+        }
+        let now = ctx.clock.monotonic();
+        shared.liveness.record(
+            &heartbeat.group,
+            heartbeat.replica_id,
+            heartbeat.max_offset,
+            now,
+        );
+        renewal(ctx, &shared, &heartbeat, now)
+    };
+    if let Some(command) = renew {
+        tracing::info!(group = %heartbeat.group, master = heartbeat.replica_id, "master restarted; renewing the mastership at a new epoch");
+        if let Err(answer) = propose(ctx, command).await {
+            return answer;
+        }
+    }
+    let shared = lock(&ctx.shared);
     if let Some(answer) = not_leader(ctx, &shared) {
         return answer;
     }
-    let now = ctx.clock.monotonic();
-    shared.liveness.record(
-        &heartbeat.group,
-        heartbeat.replica_id,
-        heartbeat.max_offset,
-        now,
-    );
     match shared.state.groups.get(&heartbeat.group) {
         Some(group) => view_response(&group.view(&heartbeat.group)),
         None => not_applied("the group is not known yet".into()),
     }
+}
+
+/// The renewal a restarted master's heartbeat calls for, if it is the
+/// master: the alive in-sync replica with the most data takes a new epoch.
+fn renewal<C: Clock>(
+    ctx: &Context<C>,
+    shared: &super::consensus::Shared,
+    heartbeat: &BrokerHeartbeat,
+    now: Duration,
+) -> Option<Command> {
+    if !heartbeat.restarted {
+        return None;
+    }
+    let group = shared.state.groups.get(&heartbeat.group)?;
+    if group.master != Some(heartbeat.replica_id) {
+        return None;
+    }
+    let timeout = Duration::from_millis(ctx.config.broker_timeout_ms);
+    let alive = shared.liveness.alive(&heartbeat.group, now, timeout);
+    let new_master = choose_renewed_master(group, &alive)?;
+    Some(Command::Renew {
+        group: heartbeat.group.clone(),
+        master_epoch: group.master_epoch,
+        new_master,
+    })
 }
 
 async fn alter_in_sync<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> RemotingCommand {

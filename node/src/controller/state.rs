@@ -82,6 +82,16 @@ pub enum Command {
         /// The new set; contains the master and only members.
         in_sync: BTreeSet<u64>,
     },
+    /// A new epoch after the master restarted: `new_master` (the old
+    /// master allowed) must be in the in-sync set.
+    Renew {
+        /// The broker group.
+        group: String,
+        /// The epoch being ended; the command is void if it moved on.
+        master_epoch: u32,
+        /// The master of the new epoch.
+        new_master: u64,
+    },
     /// Replaces a master that stopped heartbeating.
     Elect {
         /// The broker group.
@@ -99,6 +109,7 @@ impl Command {
         match self {
             Self::Join { group, .. }
             | Self::AlterInSync { group, .. }
+            | Self::Renew { group, .. }
             | Self::Elect { group, .. } => group,
         }
     }
@@ -152,7 +163,12 @@ impl ControllerState {
                 group,
                 master_epoch,
                 new_master,
-            } => self.elect(group, *master_epoch, *new_master),
+            } => self.elect(group, *master_epoch, *new_master, false),
+            Command::Renew {
+                group,
+                master_epoch,
+                new_master,
+            } => self.elect(group, *master_epoch, *new_master, true),
         }
     }
 
@@ -240,6 +256,7 @@ impl ControllerState {
         group: &str,
         master_epoch: u32,
         new_master: u64,
+        old_master_allowed: bool,
     ) -> Result<Applied, Rejection> {
         let state = self
             .groups
@@ -251,7 +268,8 @@ impl ControllerState {
                 state.master_epoch
             )));
         }
-        if state.master == Some(new_master) || !state.in_sync.contains(&new_master) {
+        let old = state.master == Some(new_master) && !old_master_allowed;
+        if old || !state.in_sync.contains(&new_master) {
             return Err(Rejection::Invalid(format!(
                 "replica {new_master} is the old master or not in sync"
             )));
@@ -272,6 +290,18 @@ fn next_epoch(epoch: u32) -> u32 {
     epoch
         .checked_add(1)
         .expect("invariant: 4 billion elections do not happen")
+}
+
+/// The master of a renewed epoch (the master restarted): the alive
+/// in-sync replica with the highest reported offset — the restarted master
+/// included, and preferred on a tie — then the lowest id.
+pub fn choose_renewed_master(state: &GroupState, alive: &BTreeMap<u64, Candidate>) -> Option<u64> {
+    state
+        .in_sync
+        .iter()
+        .filter_map(|id| alive.get(id).map(|c| (*id, c.max_offset)))
+        .max_by_key(|(id, offset)| (*offset, Some(*id) == state.master, std::cmp::Reverse(*id)))
+        .map(|(id, _)| id)
 }
 
 /// What the leader knows about a replica it heard from recently.
@@ -419,6 +449,47 @@ mod tests {
         // The same election replayed (a duplicate proposal) is void.
         assert!(matches!(state.apply(&elect), Err(Rejection::Fenced(_))));
         assert_eq!(state.groups["g"].master_epoch, 2);
+    }
+
+    #[test]
+    fn renew_may_keep_the_restarted_master_at_a_new_epoch() {
+        let mut state = group_with_in_sync(&[1, 2]);
+        let renew = Command::Renew {
+            group: "g".into(),
+            master_epoch: 1,
+            new_master: 1,
+        };
+        assert_eq!(state.apply(&renew), Ok(Applied::Elected(2)));
+        assert_eq!(state.groups["g"].master, Some(1));
+        assert_eq!(state.groups["g"].in_sync, BTreeSet::from([1]));
+        // Replayed, it is void; outside the in-sync set, refused.
+        assert!(matches!(state.apply(&renew), Err(Rejection::Fenced(_))));
+        let outsider = Command::Renew {
+            group: "g".into(),
+            master_epoch: 2,
+            new_master: 3,
+        };
+        assert!(matches!(state.apply(&outsider), Err(Rejection::Invalid(_))));
+    }
+
+    #[test]
+    fn renewal_goes_to_the_most_data_preferring_the_restarted_master_on_a_tie() {
+        let state = group_with_in_sync(&[1, 2]);
+        let group = &state.groups["g"];
+        // The replica holds a tail the restarted master lost.
+        assert_eq!(
+            choose_renewed_master(group, &alive(&[(1, 10), (2, 20)])),
+            Some(2)
+        );
+        assert_eq!(
+            choose_renewed_master(group, &alive(&[(1, 20), (2, 20)])),
+            Some(1)
+        );
+        // 3 is not in sync: never chosen.
+        assert_eq!(
+            choose_renewed_master(group, &alive(&[(1, 5), (3, 50)])),
+            Some(1)
+        );
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub struct Registration {
     pub filter_servers: Vec<String>,
     /// The connection the registration arrived on; closing it drops the broker.
     pub connection: ConnectionId,
+    /// A controller-managed master's epoch: a master registering with a
+    /// lower epoch than one already seen for its broker name is deposed,
+    /// and is not routed.
+    pub master_epoch: Option<i64>,
 }
 
 /// What a registering broker learns: its master, if it is a slave.
@@ -75,6 +79,8 @@ pub struct RouteTable<C: Clock> {
     live: BTreeMap<String, LiveBroker>,
     /// Broker address → filter servers.
     filter_servers: BTreeMap<String, Vec<String>>,
+    /// Broker name → the highest master epoch registered.
+    master_epochs: BTreeMap<String, i64>,
 }
 
 impl<C: Clock> RouteTable<C> {
@@ -87,6 +93,7 @@ impl<C: Clock> RouteTable<C> {
             topics: BTreeMap::new(),
             live: BTreeMap::new(),
             filter_servers: BTreeMap::new(),
+            master_epochs: BTreeMap::new(),
         }
     }
 
@@ -103,7 +110,24 @@ impl<C: Clock> RouteTable<C> {
             topics,
             filter_servers,
             connection,
+            master_epoch,
         } = registration;
+        if broker_id == MASTER_ID {
+            if let Some(epoch) = master_epoch {
+                let highest = self
+                    .master_epochs
+                    .entry(broker_name.clone())
+                    .or_insert(epoch);
+                if epoch < *highest {
+                    tracing::warn!(
+                        broker = %broker_name, addr = %broker_addr, epoch, highest = *highest,
+                        "registration of a deposed master ignored"
+                    );
+                    return RegisterOutcome::default();
+                }
+                *highest = epoch;
+            }
+        }
         self.clusters
             .entry(cluster.clone())
             .or_default()

@@ -58,6 +58,7 @@ pub fn register(name: &str, addr: &str, id: i64, body: Vec<u8>) -> RemotingComma
         broker_id: id,
         compressed: Some(false),
         body_crc32: Some(0),
+        master_epoch: None,
     };
     RemotingCommand::request_with_header(request_code::REGISTER_BROKER, &header).with_body(body)
 }

@@ -263,8 +263,9 @@ pub(crate) fn publish<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) {
     ha.bump_acks();
 }
 
-/// The master's periodic duty: drops silent sessions, adds caught-up
-/// replicas to the in-sync set and removes those that stopped keeping up.
+/// The master's periodic duty with fixed roles: drops silent sessions,
+/// adds caught-up replicas to the in-sync set and removes those that
+/// stopped keeping up.
 pub(crate) async fn maintain<D: Disk, C: Clock>(b: Arc<Broker<D, C>>) {
     let Some(ha) = b.replication() else {
         return;
@@ -272,29 +273,53 @@ pub(crate) async fn maintain<D: Disk, C: Clock>(b: Arc<Broker<D, C>>) {
     let period = Duration::from_millis((ha.config().fetch_wait_ms / 4).clamp(20, 500));
     loop {
         tokio::time::sleep(period).await;
-        if review_in_sync(&b, ha) {
+        let plan = plan_in_sync(&b, ha);
+        let mut changed = plan.sessions_dropped;
+        {
+            let mut st = ha.lock();
+            for id in &plan.leaving {
+                tracing::warn!(replica = id, "replica leaves the in-sync set");
+                changed |= st.in_sync.remove(id);
+            }
+            for id in &plan.joining {
+                tracing::info!(replica = id, "replica joins the in-sync set");
+                changed |= st.in_sync.insert(*id);
+            }
+        }
+        if changed {
             publish(&b, ha);
         }
     }
 }
 
-/// One pass of the in-sync review; true when anything changed.
-fn review_in_sync<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) -> bool {
+/// What one review of the in-sync set found.
+#[derive(Debug, Default)]
+pub(crate) struct InSyncPlan {
+    /// Silent sessions were dropped.
+    pub(crate) sessions_dropped: bool,
+    /// Caught-up replicas that hold everything confirmed: they may join.
+    pub(crate) joining: Vec<u64>,
+    /// In-sync replicas without a session, or not caught up for too long.
+    pub(crate) leaving: Vec<u64>,
+}
+
+/// Reviews the sessions and the in-sync set (dropping silent sessions);
+/// the caller applies the plan — at once with fixed roles, through the
+/// controller otherwise (joins locally first, leaves only once approved, so
+/// the local set always contains the controller's).
+pub(crate) fn plan_in_sync<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) -> InSyncPlan {
     let now = b.clock().monotonic();
     let held = b.store().held_offset().0;
     let idle = Duration::from_millis(ha.config().session_idle_ms);
     let lag_limit = Duration::from_millis(ha.config().not_caught_up_ms);
     let mut st = ha.lock();
     if !matches!(st.role, Role::Master { .. }) {
-        return false;
+        return InSyncPlan::default();
     }
-    let mut changed = false;
     let before = st.sessions.len();
     st.sessions
         .retain(|_, s| now.saturating_sub(s.last_seen) <= idle);
-    changed |= st.sessions.len() != before;
-    // Leaving: no session, or not caught up for too long.
-    let leaving: Vec<u64> = st
+    let leaving = st
         .in_sync
         .iter()
         .copied()
@@ -304,15 +329,10 @@ fn review_in_sync<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) -> bool
                 .is_none_or(|s| now.saturating_sub(s.caught_up_at) > lag_limit)
         })
         .collect();
-    for id in leaving {
-        tracing::warn!(replica = id, "replica leaves the in-sync set");
-        st.in_sync.remove(&id);
-        changed = true;
-    }
     // Joining: caught up, and holding everything already confirmed — so
     // every message acknowledged so far is on it.
     let confirmed = Replication::confirmed_locked(&st).min(held);
-    let joining: Vec<u64> = st
+    let joining = st
         .sessions
         .iter()
         .filter(|(id, s)| {
@@ -320,10 +340,9 @@ fn review_in_sync<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) -> bool
         })
         .map(|(id, _)| *id)
         .collect();
-    for id in joining {
-        tracing::info!(replica = id, "replica joins the in-sync set");
-        st.in_sync.insert(id);
-        changed = true;
+    InSyncPlan {
+        sessions_dropped: st.sessions.len() != before,
+        joining,
+        leaving,
     }
-    changed
 }

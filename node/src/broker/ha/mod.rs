@@ -14,6 +14,7 @@
 //! histories), and an acknowledgement counts only up to bytes the master
 //! actually sent on that session.
 
+mod controlled;
 pub mod epochs;
 mod follower;
 mod master;
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+pub(crate) use controlled::run as run_controlled;
 pub use epochs::{divergence_point, EpochEntry, EpochHistory, EPOCHS_FILE};
 pub(crate) use follower::run as run_follower;
 pub(crate) use master::{
@@ -56,6 +58,13 @@ pub struct ReplicationConfig {
     pub ha_advertised: Option<String>,
     /// A replica's master HA address, for fixed roles without a controller.
     pub master_ha_addr: Option<String>,
+    /// Controller addresses. Empty: fixed roles (broker id 0 is the
+    /// master). Otherwise the controllers decide who is master, and fail
+    /// over automatically; every broker of the group then needs a distinct
+    /// broker id of 1 or more.
+    pub controller_addrs: Vec<String>,
+    /// Heartbeat period to the controllers (RocketMQ 5: 1 s).
+    pub controller_heartbeat_ms: u64,
     /// Members of the in-sync set, the master included, needed for a SYNC
     /// acknowledgement; fewer answers `SLAVE_NOT_AVAILABLE` (RocketMQ:
     /// a `SYNC_MASTER` needs its slave). Default 2.
@@ -93,6 +102,8 @@ impl Default for ReplicationConfig {
             ha_listen: None,
             ha_advertised: None,
             master_ha_addr: None,
+            controller_addrs: Vec::new(),
+            controller_heartbeat_ms: 1_000,
             min_in_sync: 2,
             ack_timeout_ms: 3_000,
             fall_behind_max_bytes: 256 << 20,

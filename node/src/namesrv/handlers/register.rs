@@ -75,6 +75,7 @@ pub(super) fn register_broker<C: Clock>(
         topics: registered.topic_config_serialize_wrapper,
         filter_servers: registered.filter_server_list,
         connection: ctx.connection.id(),
+        master_epoch: header.master_epoch,
     });
     let order_topics = state.kv().namespace(ORDER_TOPIC_CONFIG_NAMESPACE);
     let mut response = RemotingCommand::success().with_header(&RegisterBrokerResponseHeader {

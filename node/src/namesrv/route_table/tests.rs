@@ -57,6 +57,7 @@ fn registration(
         topics,
         filter_servers: Vec::new(),
         connection,
+        master_epoch: None,
     }
 }
 
@@ -263,4 +264,19 @@ fn deleted_topic_has_no_route() {
     assert!(routes.delete_topic("T"));
     assert!(routes.route("T").is_none());
     assert!(!routes.delete_topic("T"));
+}
+
+#[test]
+fn a_deposed_master_registering_an_older_epoch_does_not_take_the_route_back() {
+    let (mut t, _) = table();
+    let mut old = registration("b", "10.0.0.1:10911", 0, 1, topics(1, &[("T", 4)]));
+    old.master_epoch = Some(1);
+    t.register(old.clone());
+    let mut new = registration("b", "10.0.0.2:10911", 0, 2, topics(1, &[("T", 4)]));
+    new.master_epoch = Some(2);
+    t.register(new);
+    // The old master, isolated from the controllers, registers again.
+    t.register(old);
+    let route = t.route("T").expect("routed");
+    assert_eq!(addrs(&route)[&0], "10.0.0.2:10911");
 }
