@@ -20,13 +20,90 @@
 //! lock_expiry_ms = 60000
 //! enable_property_filter = true   # SQL92 filters (RocketMQ defaults to false)
 //! auto_create_subscription_group = true
+//!
+//! # Replication (absent: a lone broker, no HA port).
+//! [replication]
+//! mode = "sync"                       # or "async" (RocketMQ's SYNC_MASTER / ASYNC_MASTER)
+//! ha_listen = "127.0.0.1:10912"       # default: the broker port + 1
+//! ha_advertised = "10.0.0.5:10912"    # what replicas dial (default: advertised host, HA port)
+//! controller_addrs = ["127.0.0.1:9878"] # automatic failover; every broker_id >= 1
+//! master_ha_addr = "10.0.0.4:10912"   # fixed roles instead: a replica's master (broker_id 0 = master)
+//! min_in_sync = 2                     # copies a SYNC send needs, the master's included
+//! ack_timeout_ms = 3000               # then FLUSH_SLAVE_TIMEOUT
+//! not_caught_up_ms = 15000            # a replica this far behind leaves the in-sync set
+//! controller_heartbeat_ms = 1000
 //! ```
 
 use serde::Deserialize;
 use sluice_core::FlushMode;
 
-use crate::broker::BrokerConfig;
+use crate::broker::{BrokerConfig, ReplicationConfig, ReplicationMode};
 use crate::error::{Error, Result};
+
+/// The `[replication]` table; absent fields keep their defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicationFile {
+    /// `sync` or `async`.
+    pub mode: Option<String>,
+    /// HA listen address.
+    pub ha_listen: Option<String>,
+    /// HA address replicas dial.
+    pub ha_advertised: Option<String>,
+    /// Fixed roles: a replica's master HA address.
+    pub master_ha_addr: Option<String>,
+    /// Controllers (automatic failover).
+    pub controller_addrs: Option<Vec<String>>,
+    /// Copies a SYNC send needs, the master's included.
+    pub min_in_sync: Option<usize>,
+    /// Longest a SYNC send waits for the in-sync set.
+    pub ack_timeout_ms: Option<u64>,
+    /// A replica not caught up this long leaves the in-sync set.
+    pub not_caught_up_ms: Option<u64>,
+    /// Heartbeat period to the controllers.
+    pub controller_heartbeat_ms: Option<u64>,
+}
+
+impl ReplicationFile {
+    fn into_config(self) -> Result<ReplicationConfig> {
+        let mut r = ReplicationConfig::default();
+        if let Some(v) = self.mode {
+            r.mode = match v.to_ascii_lowercase().as_str() {
+                "sync" | "sync_master" => ReplicationMode::Sync,
+                "async" | "async_master" => ReplicationMode::Async,
+                other => {
+                    return Err(Error::Config(format!(
+                        "replication.mode must be sync or async, not {other:?}"
+                    )))
+                }
+            };
+        }
+        r.ha_listen = self.ha_listen;
+        r.ha_advertised = self.ha_advertised;
+        r.master_ha_addr = self.master_ha_addr;
+        if let Some(v) = self.controller_addrs {
+            r.controller_addrs = v;
+        }
+        if let Some(v) = self.min_in_sync {
+            if v == 0 {
+                return Err(Error::Config(
+                    "replication.min_in_sync must be at least 1".into(),
+                ));
+            }
+            r.min_in_sync = v;
+        }
+        if let Some(v) = self.ack_timeout_ms {
+            r.ack_timeout_ms = v;
+        }
+        if let Some(v) = self.not_caught_up_ms {
+            r.not_caught_up_ms = v;
+        }
+        if let Some(v) = self.controller_heartbeat_ms {
+            r.controller_heartbeat_ms = v.max(10);
+        }
+        Ok(r)
+    }
+}
 
 /// The file's fields; absent ones keep their defaults.
 #[derive(Debug, Default, Deserialize)]
@@ -73,6 +150,8 @@ pub struct BrokerFile {
     pub enable_property_filter: Option<bool>,
     /// Create subscription groups on first use (default `true`).
     pub auto_create_subscription_group: Option<bool>,
+    /// Replication with the rest of the broker group.
+    pub replication: Option<ReplicationFile>,
 }
 
 impl BrokerFile {
@@ -153,6 +232,9 @@ impl BrokerFile {
         if let Some(v) = self.auto_create_subscription_group {
             c.auto_create_subscription_group = v;
         }
+        if let Some(r) = self.replication {
+            c.replication = Some(r.into_config()?);
+        }
         Ok((
             c,
             self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned()),
@@ -175,6 +257,28 @@ pub fn parse_flush_mode(v: &str) -> Result<FlushMode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replication_table_configures_the_group_and_rejects_nonsense() {
+        let f = BrokerFile::parse(
+            "broker_id = 2\n[replication]\nmode = \"SYNC_MASTER\"\ncontroller_addrs = [\"c:9878\"]\nmin_in_sync = 3\n",
+        )
+        .expect("parses");
+        let (c, _) = f.into_config().expect("valid");
+        let r = c.replication.expect("replication on");
+        assert_eq!(r.mode, ReplicationMode::Sync);
+        assert_eq!(r.controller_addrs, vec!["c:9878".to_owned()]);
+        assert_eq!(r.min_in_sync, 3);
+        assert!(BrokerFile::default()
+            .into_config()
+            .expect("ok")
+            .0
+            .replication
+            .is_none());
+        let bad = BrokerFile::parse("[replication]\nmode = \"sometimes\"\n").expect("parses");
+        assert!(bad.into_config().is_err());
+        assert!(BrokerFile::parse("[replication]\nmood = \"sync\"\n").is_err());
+    }
 
     #[test]
     fn file_overrides_defaults_and_rejects_unknown_keys() {

@@ -23,11 +23,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// A name server.
+    /// A name server, with a controller in the same process when
+    /// `--controller-id` is given (RocketMQ's `enableControllerInNamesrv`).
     Namesrv {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:9876")]
         listen: String,
+        /// Also run controller `ID` of `--controller-peers`.
+        #[arg(long, requires = "controller_peers")]
+        controller_id: Option<u64>,
+        /// Every controller: `1=host:9878;2=host:9878;…`.
+        #[arg(long)]
+        controller_peers: Option<String>,
+        /// Data directory for the controller's raft state.
+        #[arg(long, default_value = "./sluice-controller")]
+        controller_data_dir: PathBuf,
+        /// A broker silent this long is failed over.
+        #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
+        broker_timeout_ms: u64,
     },
     /// A broker configured by a TOML file.
     Broker {
@@ -97,13 +110,31 @@ fn main() -> anyhow::Result<()> {
 async fn run(command: Command) -> anyhow::Result<()> {
     let stop = shutdown_signal();
     match command {
-        Command::Namesrv { listen } => {
+        Command::Namesrv {
+            listen,
+            controller_id,
+            controller_peers,
+            controller_data_dir,
+            broker_timeout_ms,
+        } => {
             let config = NameServerConfig {
                 listen_addr: listen,
                 ..NameServerConfig::default()
             };
             let ns = NameServer::start(config, SystemClock::new(), &TokioTransport).await?;
+            let controller = match (controller_id, controller_peers) {
+                (Some(id), Some(peers)) => Some(
+                    start_controller(id, &peers, None, &controller_data_dir, broker_timeout_ms)
+                        .await?,
+                ),
+                _ => None,
+            };
+            // A line scripts can wait for.
+            println!("sluice name server listening on {}", ns.local_addr());
             ns.run_until(wait(stop)).await;
+            if let Some(c) = controller {
+                c.shutdown().await;
+            }
         }
         Command::Controller {
             id,
@@ -112,25 +143,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             data_dir,
             broker_timeout_ms,
         } => {
-            let peers = parse_peers(&peers)?;
-            let listen = match listen {
-                Some(listen) => listen,
-                None => peers
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| anyhow::anyhow!("--peers has no controller {id}"))?,
-            };
-            // The raft state goes to <data-dir>/controller/raft-state.
-            let config = ControllerConfig {
-                broker_timeout_ms,
-                ..ControllerConfig::new(id, peers, listen)
-            };
-            std::fs::create_dir_all(&data_dir)?;
-            let disk = MmapDisk::new(&data_dir)?;
             let controller =
-                Controller::start(config, disk, SystemClock::new(), &TokioTransport).await?;
-            // A line scripts can wait for.
-            println!("sluice controller listening on {}", controller.local_addr());
+                start_controller(id, &peers, listen, &data_dir, broker_timeout_ms).await?;
             controller.run_until(wait(stop)).await;
         }
         Command::Broker { config } => {
@@ -172,6 +186,35 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Starts controller `id` of `peers` with its raft state under `data_dir`,
+/// and prints the line scripts wait for.
+async fn start_controller(
+    id: u64,
+    peers: &str,
+    listen: Option<String>,
+    data_dir: &std::path::Path,
+    broker_timeout_ms: u64,
+) -> anyhow::Result<Controller> {
+    let peers = parse_peers(peers)?;
+    let listen = match listen {
+        Some(listen) => listen,
+        None => peers
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("--peers has no controller {id}"))?,
+    };
+    // The raft state goes to <data-dir>/controller/raft-state.
+    let config = ControllerConfig {
+        broker_timeout_ms,
+        ..ControllerConfig::new(id, peers, listen)
+    };
+    std::fs::create_dir_all(data_dir)?;
+    let disk = MmapDisk::new(data_dir)?;
+    let controller = Controller::start(config, disk, SystemClock::new(), &TokioTransport).await?;
+    println!("sluice controller listening on {}", controller.local_addr());
+    Ok(controller)
 }
 
 async fn run_broker(

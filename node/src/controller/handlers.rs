@@ -84,18 +84,18 @@ async fn heartbeat<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> Rem
         broker_addr: heartbeat.broker_addr.clone(),
         ha_addr: heartbeat.ha_addr.clone(),
     };
-    let needs_join = {
+    let (needs_join, was_master) = {
         let shared = lock(&ctx.shared);
         if let Some(answer) = not_leader(ctx, &shared) {
             return answer;
         }
-        shared
-            .state
-            .groups
-            .get(&heartbeat.group)
-            .is_none_or(|group| {
+        let group = shared.state.groups.get(&heartbeat.group);
+        (
+            group.is_none_or(|group| {
                 group.master.is_none() || group.members.get(&heartbeat.replica_id) != Some(&member)
-            })
+            }),
+            group.is_some_and(|g| g.master == Some(heartbeat.replica_id)),
+        )
     };
     if needs_join {
         let join = Command::Join {
@@ -119,7 +119,11 @@ async fn heartbeat<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> Rem
             heartbeat.max_offset,
             now,
         );
-        renewal(ctx, &shared, &heartbeat, now)
+        // Only a broker that was master before this heartbeat restarted as
+        // one; the first member of a new group was just made master.
+        was_master
+            .then(|| renewal(ctx, &shared, &heartbeat, now))
+            .flatten()
     };
     if let Some(command) = renew {
         tracing::info!(group = %heartbeat.group, master = heartbeat.replica_id, "master restarted; renewing the mastership at a new epoch");

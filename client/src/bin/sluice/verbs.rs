@@ -193,19 +193,32 @@ pub async fn cluster(namesrv: &str, out: Output) -> anyhow::Result<()> {
     admin.client().shutdown().await;
     let brokers = brokers?;
     let mut human = format!(
-        "{:<14} {:<16} {:>3} {:<22} {:>16} {:>8}  VERSION\n",
-        "CLUSTER", "BROKER", "ID", "ADDRESS", "COMMITLOG BYTES", "TOPICS"
+        "{:<14} {:<16} {:>3} {:<22} {:<12} {:>5} {:<9} {:>10} {:>16} {:>8}  VERSION\n",
+        "CLUSTER",
+        "BROKER",
+        "ID",
+        "ADDRESS",
+        "ROLE",
+        "EPOCH",
+        "IN-SYNC",
+        "LAG BYTES",
+        "COMMITLOG BYTES",
+        "TOPICS"
     );
     let mut rows = Vec::new();
     for b in &brokers {
         let get = |k: &str| b.runtime.get(k).cloned().unwrap_or_else(|| "-".to_owned());
         let _ = writeln!(
             human,
-            "{:<14} {:<16} {:>3} {:<22} {:>16} {:>8}  {}",
+            "{:<14} {:<16} {:>3} {:<22} {:<12} {:>5} {:<9} {:>10} {:>16} {:>8}  {}",
             b.cluster,
             b.broker_name,
             b.broker_id,
             b.addr,
+            get("brokerRole"),
+            get("masterEpoch"),
+            get("inSyncReplicas"),
+            get("replicaLagBytes"),
             get("commitLogMaxOffset"),
             get("topicCount"),
             get("brokerVersionDesc"),

@@ -86,8 +86,61 @@ fn runtime_info<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
         "consumerGroupCount",
         b.clients().consumer_groups().len().to_string(),
     );
+    replication_info(b, &mut put);
     match body::encode(&table, "KvTable") {
         Ok(json) => RemotingCommand::success().with_body(json),
         Err(e) => bad_request(&e),
+    }
+}
+
+/// The broker's role (RocketMQ's `brokerRole` names), epoch, in-sync set
+/// and replication lag.
+fn replication_info<D: Disk, C: Clock>(b: &Broker<D, C>, put: &mut impl FnMut(&str, String)) {
+    use crate::broker::{ReplicationMode, Role};
+    let Some(ha) = b.replication() else {
+        put("brokerRole", "ASYNC_MASTER".to_owned());
+        return;
+    };
+    let written = b.store().commit_log().written().0;
+    put("haAddr", ha.ha_addr());
+    put("masterEpoch", ha.epochs().last_epoch().to_string());
+    match ha.role() {
+        Role::Master { .. } => {
+            let role = match ha.config().mode {
+                ReplicationMode::Sync => "SYNC_MASTER",
+                ReplicationMode::Async => "ASYNC_MASTER",
+            };
+            put("brokerRole", role.to_owned());
+            let mut in_sync: Vec<u64> = ha.in_sync().into_iter().collect();
+            in_sync.push(ha.me());
+            in_sync.sort_unstable();
+            put(
+                "inSyncReplicas",
+                in_sync
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            let acks = ha.replica_acks();
+            put(
+                "replicaAckOffsets",
+                acks.iter()
+                    .map(|(id, off)| format!("{id}:{off}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            let lag = acks
+                .values()
+                .map(|a| written.saturating_sub(*a))
+                .max()
+                .unwrap_or(0);
+            put("replicaLagBytes", lag.to_string());
+        }
+        Role::Replica { master_ha } => {
+            put("brokerRole", "SLAVE".to_owned());
+            put("masterHaAddr", master_ha.unwrap_or_default());
+        }
+        Role::Unknown => put("brokerRole", "UNKNOWN".to_owned()),
     }
 }

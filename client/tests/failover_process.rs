@@ -1,0 +1,288 @@
+//! Automatic failover with real processes on loopback: a name server with
+//! an embedded controller, a master and two replicas as separate
+//! `sluice-node` processes, SYNC replication (two copies at least, the
+//! master's included). A producer sends while the master is killed with
+//! `kill -9`; the controller elects a replica, the other replica follows
+//! it, the producer follows the route, and a consumer then drains every
+//! acknowledged message from the new master. Prints the failover time
+//! (kill → first acknowledged send on the new master), the figure
+//! `docs/benchmarks.md` records.
+
+#[path = "../../node/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_client::consumer::PullStatus;
+use sluice_client::{
+    ClientConfig, ClientInstance, Message, Producer, ProducerConfig, PullConsumer, SendStatus,
+    Subscription,
+};
+use sluice_core::SystemClock;
+use sluice_net::TokioTransport;
+use support::node_binary;
+
+const TOPIC: &str = "FailoverTopic";
+const GROUP: &str = "broker-f";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A `sluice-node` process, killed when dropped.
+struct Proc(Option<Child>);
+
+impl Proc {
+    /// Spawns `sluice-node args` and waits for a stdout line containing
+    /// `ready`.
+    fn spawn(args: &[&str], ready: &str) -> Self {
+        let mut child = Command::new(node_binary())
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "warn".to_owned()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sluice-node");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) if line.contains(ready) => break,
+                Some(Ok(_)) => {}
+                _ => panic!("sluice-node {args:?} exited before printing {ready:?}"),
+            }
+        }
+        // SLUICE_TEST_LOG=info echoes the processes' logs (stdout).
+        let name = args.first().copied().unwrap_or_default().to_owned();
+        let echo = std::env::var_os("SLUICE_TEST_LOG").is_some();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "test harness thread, not simulated code"
+        )]
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if echo {
+                    eprintln!("[{name}] {line}");
+                }
+            }
+        });
+        Self(Some(child))
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A broker of the group: replica id `id`, SYNC replication, failover by
+/// the controller at `controller`.
+fn broker(dir: &Path, id: u32, namesrv: &str, controller: &str) -> Proc {
+    let data = dir.join(format!("broker{id}"));
+    std::fs::create_dir_all(&data).expect("data dir");
+    let toml = format!(
+        "broker_name = \"{GROUP}\"\nbroker_id = {id}\nlisten = \"127.0.0.1:{}\"\n\
+         listen_vip = false\nnamesrv_addrs = [\"{namesrv}\"]\ndata_dir = \"{}\"\n\
+         flush_mode = \"async\"\ncommit_log_segment_bytes = 1048576\n\
+         [replication]\nmode = \"sync\"\ncontroller_addrs = [\"{controller}\"]\n\
+         ha_listen = \"127.0.0.1:{}\"\ncontroller_heartbeat_ms = 300\n\
+         not_caught_up_ms = 3000\nack_timeout_ms = 2000\n",
+        free_port(),
+        data.display(),
+        free_port(),
+    );
+    let path = dir.join(format!("broker{id}.toml"));
+    std::fs::write(&path, toml).expect("write broker toml");
+    let path = path.to_string_lossy().into_owned();
+    Proc::spawn(&["broker", "--config", &path], "sluice broker listening")
+}
+
+type Client = ClientInstance<TokioTransport, SystemClock>;
+
+fn client(namesrv: &str, name: &str) -> Client {
+    let mut config = ClientConfig::new(namesrv).with_instance_name(name);
+    config.poll_name_server_interval = Duration::from_secs(1);
+    ClientInstance::new(TokioTransport, SystemClock::new(), config)
+}
+
+/// The master's address in the topic route, if any.
+async fn master_of(c: &Client) -> Option<String> {
+    let route = c.refresh_route(TOPIC).await.ok()?;
+    route
+        .broker_datas
+        .iter()
+        .find(|b| b.broker_name == GROUP)
+        .and_then(|b| b.broker_addrs.get(&0).cloned())
+}
+
+#[derive(Default)]
+struct Sends {
+    acked: BTreeSet<String>,
+    /// When each ack arrived, for the failover time.
+    acked_at: Vec<tokio::time::Instant>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::too_many_lines, reason = "one end-to-end story, told in order")]
+async fn kill_9_of_the_master_under_sync_replication_loses_no_acknowledged_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns_port = free_port();
+    let ctl_port = free_port();
+    let namesrv = format!("127.0.0.1:{ns_port}");
+    let controller = format!("127.0.0.1:{ctl_port}");
+    let ctl_dir = dir.path().join("controller");
+    let _ns = Proc::spawn(
+        &[
+            "namesrv",
+            "--listen",
+            &namesrv,
+            "--controller-id",
+            "1",
+            "--controller-peers",
+            &format!("1={controller}"),
+            "--controller-data-dir",
+            &ctl_dir.to_string_lossy(),
+            "--broker-timeout-ms",
+            "3000",
+        ],
+        "sluice name server listening",
+    );
+    let mut first = broker(dir.path(), 1, &namesrv, &controller);
+    let probe = client(&namesrv, "probe");
+    // The first broker to heartbeat becomes the master (auto-creating the
+    // topic on the first send); then the replica starts.
+    let producer = Producer::new(
+        client(&namesrv, "producer"),
+        ProducerConfig {
+            retries: 0,
+            send_timeout: Duration::from_secs(3),
+            ..ProducerConfig::new("failover-producers")
+        },
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(tokio::time::Instant::now() < deadline, "no master elected");
+        let r = producer.send(&Message::new(TOPIC, "warm-up")).await;
+        if r.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let first_master = master_of(&probe).await.expect("a master is routed");
+    let _second = broker(dir.path(), 2, &namesrv, &controller);
+    let _third = broker(dir.path(), 3, &namesrv, &controller);
+
+    let sends = Arc::new(Mutex::new(Sends::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producing = {
+        let sends = Arc::clone(&sends);
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                n += 1;
+                let id = format!("m{n}");
+                match producer.send(&Message::new(TOPIC, id.clone())).await {
+                    Ok(r) if r.status == SendStatus::Ok => {
+                        let mut s = sends.lock().expect("lock");
+                        s.acked.insert(id);
+                        s.acked_at.push(tokio::time::Instant::now());
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        })
+    };
+    // Wait until the replica is in sync (SYNC sends are acknowledged).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while sends.lock().expect("lock").acked.len() < 300 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "SYNC sends were never acknowledged: the replica never joined the in-sync set"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    first.kill9();
+    let killed_at = tokio::time::Instant::now();
+    let acked_at_kill = sends.lock().expect("lock").acked.len();
+    // The controller fails over; the producer follows the new master.
+    let deadline = killed_at + Duration::from_secs(40);
+    while sends.lock().expect("lock").acked.len() < acked_at_kill + 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failover: {} acknowledged sends since the kill",
+            sends.lock().expect("lock").acked.len() - acked_at_kill
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    producing.await.expect("producer task");
+    let sends = Arc::try_unwrap(sends)
+        .map_err(|_| "producer still running")
+        .expect("sole owner")
+        .into_inner()
+        .expect("lock");
+    let first_after = sends
+        .acked_at
+        .iter()
+        .find(|t| **t > killed_at)
+        .copied()
+        .expect("an ack after the kill");
+    println!(
+        "failover time (kill -9 of the master → first acknowledged send on the new master): {} ms",
+        (first_after - killed_at).as_millis()
+    );
+    let new_master = master_of(&probe).await.expect("a master is routed");
+    assert_ne!(
+        new_master, first_master,
+        "the route still names the killed master"
+    );
+
+    // Drain every queue from the new master.
+    let reader = PullConsumer::new(client(&namesrv, "reader"), "failover-readers");
+    let queues = reader.queues(TOPIC).await.expect("queues");
+    let sub = Subscription::all(TOPIC);
+    let mut read = BTreeSet::new();
+    for q in &queues {
+        let mut offset = 0;
+        loop {
+            let r = reader.pull(q, &sub, offset, 64).await.expect("pull");
+            if r.status != PullStatus::Found {
+                break;
+            }
+            for m in r.messages {
+                read.insert(String::from_utf8_lossy(&m.body).into_owned());
+            }
+            offset = r.next_begin_offset;
+        }
+    }
+    let lost: Vec<&String> = sends.acked.difference(&read).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged messages are missing on the new master, e.g. {:?}",
+        lost.len(),
+        sends.acked.len(),
+        lost.iter().take(5).collect::<Vec<_>>()
+    );
+}
