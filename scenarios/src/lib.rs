@@ -4,9 +4,13 @@
 //! Module map:
 //! - [`rng`]: named RNG sub-streams of the run seed.
 //! - [`plan`]: a seed → workload + timed fault plan, per scenario.
+//! - [`swarm`]: a seed → one scenario family's plan with its flush mode and
+//!   oracle setting, families weighted (the seeded sweep's generator).
 
 pub mod plan;
 pub mod rng;
+pub mod swarm;
 
 pub use plan::{Fault, Plan, TimedFault, Workload};
 pub use rng::{substream, Salt};
+pub use swarm::{Family, Flush, SwarmRun};

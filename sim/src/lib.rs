@@ -17,6 +17,8 @@
 //!   the monitor of its committed offsets.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
 //! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
+//! - [`sweep`]: the seeded swarm sweep: one swarm seed judged as its
+//!   scenario test would, fault classes that fired, summaries, shrinking.
 
 // Without tokio_unstable turmoil cannot seed tokio's RNG and panics in
 // simulated hosts are swallowed, so every result would be meaningless.
@@ -33,4 +35,5 @@ pub mod history;
 pub mod oracle;
 pub mod run;
 pub mod seeds;
+pub mod sweep;
 pub mod workload;

@@ -1,0 +1,731 @@
+//! The seeded swarm sweep: run one swarm seed (`scenarios::SwarmRun`) as
+//! its family's scenario test would judge it, record which fault classes
+//! actually fired, sum outcomes over a sweep, and shrink a failing plan by
+//! dropping its faults (each with its heal) while it still fails.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use scenarios::swarm::FAMILIES;
+use scenarios::{Family, Fault, Flush, Plan, SwarmRun};
+use sluice_core::FlushMode;
+
+use crate::client::REQUEST_TIMEOUT_MS;
+use crate::history::{Entry, Event};
+use crate::oracle::{acks_after_fence, late_deliveries, OracleConfig, WakeupBounds};
+use crate::run::{run_plan, RunReport};
+use crate::workload::LONG_POLL_HOLD;
+
+/// A connected long-polling consumer gets a new message this fast (as in
+/// the `long_poll_across_partition` scenario).
+const DELIVERY_MS_MAX: u64 = 500;
+
+/// A kind of fault, counted when it actually fired in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultClass {
+    /// The broker crashed and lost its page cache.
+    BrokerPowerLoss,
+    /// The broker process crashed; the page cache survived.
+    BrokerProcessCrash,
+    /// A power loss tore a dirty page of the broker's disk (per sector).
+    TornPages,
+    /// A power loss lost a dirty page of the broker's disk.
+    LostPages,
+    /// A power loss left garbage sectors on the broker's disk.
+    GarbagePages,
+    /// A sync of the broker's disk failed with EIO.
+    SyncEio,
+    /// A replica was cut off from the first broker.
+    ReplicaPartition,
+    /// A replica crashed.
+    ReplicaCrash,
+    /// A controller crashed.
+    ControllerCrash,
+    /// The first broker was cut off from its replicas and controllers.
+    MasterIsolation,
+    /// The producers' messages were held and delivered late.
+    ProducerHold,
+    /// The producers were cut off from the broker.
+    ProducerPartition,
+    /// The long-polling consumers were cut off from the broker.
+    ConsumerPartition,
+    /// A consumer-group member was cut off from the broker.
+    MemberPartition,
+}
+
+impl FaultClass {
+    /// Every class, in report order.
+    pub const ALL: [Self; 14] = [
+        Self::BrokerPowerLoss,
+        Self::BrokerProcessCrash,
+        Self::TornPages,
+        Self::LostPages,
+        Self::GarbagePages,
+        Self::SyncEio,
+        Self::ReplicaPartition,
+        Self::ReplicaCrash,
+        Self::ControllerCrash,
+        Self::MasterIsolation,
+        Self::ProducerHold,
+        Self::ProducerPartition,
+        Self::ConsumerPartition,
+        Self::MemberPartition,
+    ];
+
+    /// The class's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BrokerPowerLoss => "broker_power_loss",
+            Self::BrokerProcessCrash => "broker_process_crash",
+            Self::TornPages => "torn_pages",
+            Self::LostPages => "lost_pages",
+            Self::GarbagePages => "garbage_pages",
+            Self::SyncEio => "sync_eio",
+            Self::ReplicaPartition => "replica_partition",
+            Self::ReplicaCrash => "replica_crash",
+            Self::ControllerCrash => "controller_crash",
+            Self::MasterIsolation => "master_isolation",
+            Self::ProducerHold => "producer_hold",
+            Self::ProducerPartition => "producer_partition",
+            Self::ConsumerPartition => "consumer_partition",
+            Self::MemberPartition => "member_partition",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// The class a fault starts, if it starts one (a heal or a restart
+    /// does not; an armed sync failure counts once the disk reports it).
+    fn of(fault: Fault) -> Option<Self> {
+        match fault {
+            Fault::CrashBroker { power_loss: true } => Some(Self::BrokerPowerLoss),
+            Fault::CrashBroker { power_loss: false } => Some(Self::BrokerProcessCrash),
+            Fault::HoldProducers => Some(Self::ProducerHold),
+            Fault::PartitionProducers => Some(Self::ProducerPartition),
+            Fault::PartitionConsumers => Some(Self::ConsumerPartition),
+            Fault::PartitionMember { .. } => Some(Self::MemberPartition),
+            Fault::PartitionReplica { .. } => Some(Self::ReplicaPartition),
+            Fault::CrashReplica { .. } => Some(Self::ReplicaCrash),
+            Fault::CrashController { .. } => Some(Self::ControllerCrash),
+            Fault::IsolateBroker => Some(Self::MasterIsolation),
+            Fault::RestartBroker
+            | Fault::FailNextSync
+            | Fault::ReleaseProducers
+            | Fault::RepairProducers
+            | Fault::RepairConsumers
+            | Fault::RepairMember { .. }
+            | Fault::RepairReplica { .. }
+            | Fault::RestartReplica { .. }
+            | Fault::RestartController { .. }
+            | Fault::RejoinBroker => None,
+        }
+    }
+}
+
+/// What one seed's run came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedOutcome {
+    /// The run seed.
+    pub seed: u64,
+    /// Its family.
+    pub family: Family,
+    /// `None` when the run passed; else the readable failure (its first
+    /// line names the first violations).
+    pub failure: Option<String>,
+    /// The fault classes that actually fired.
+    pub fired: BTreeSet<FaultClass>,
+    /// The run's trace hash (`None` if the simulation itself failed).
+    pub trace_hash: Option<u64>,
+}
+
+impl SeedOutcome {
+    /// The failure's first line: the first violations, or the error.
+    pub fn first_violation(&self) -> Option<&str> {
+        self.failure
+            .as_deref()
+            .map(|f| f.lines().next().unwrap_or(""))
+    }
+}
+
+/// The store's flush mode for the swarm's.
+pub fn flush_mode(flush: Flush) -> FlushMode {
+    match flush {
+        Flush::Sync => FlushMode::Sync,
+        Flush::Async => FlushMode::Async,
+    }
+}
+
+/// The cargo profile the sweep binary is built with (see
+/// `docs/simulation.md` for the measurement behind the choice).
+pub const SWEEP_PROFILE: &str = "sim";
+
+/// The command that replays swarm seed `seed` with its readable trace.
+pub fn replay_command(seed: u64) -> String {
+    format!("cargo run -p sim --profile {SWEEP_PROFILE} --bin sweep -- replay --seed {seed}")
+}
+
+/// Runs swarm seed `seed`.
+pub fn run_seed(seed: u64) -> SeedOutcome {
+    run_swarm(&SwarmRun::from_seed(seed))
+}
+
+/// Runs `run` and judges it as its family's scenario test does.
+pub fn run_swarm(run: &SwarmRun) -> SeedOutcome {
+    match run_report(run) {
+        Ok(report) => SeedOutcome {
+            seed: run.plan.seed,
+            family: run.family,
+            failure: judge(run, &report),
+            fired: fired_classes(&report),
+            trace_hash: Some(report.trace_hash),
+        },
+        Err(e) => SeedOutcome {
+            seed: run.plan.seed,
+            family: run.family,
+            failure: Some(format!("simulation failed: {e}\n  plan: {:?}", run.plan)),
+            fired: BTreeSet::new(),
+            trace_hash: None,
+        },
+    }
+}
+
+/// Runs `run`'s plan in its flush mode with its oracle setting.
+pub fn run_report(run: &SwarmRun) -> Result<RunReport, String> {
+    run_plan(
+        &run.plan,
+        flush_mode(run.flush),
+        OracleConfig {
+            acked_must_survive: run.acked_must_survive,
+        },
+    )
+}
+
+/// The oracle's failure, else the family's own timing checks' failure:
+/// no ack after a fence (the EIO families) and no late long-poll delivery.
+pub fn judge(run: &SwarmRun, report: &RunReport) -> Option<String> {
+    if let Some(failure) = report.failure() {
+        return Some(failure);
+    }
+    match run.family {
+        Family::FsyncEio | Family::FsyncEioPageCacheSurvives => {
+            let crash_ms = first_at(&run.plan, |f| matches!(f, Fault::CrashBroker { .. }));
+            let late = acks_after_fence(&report.entries, fenced, crash_ms.unwrap_or(u64::MAX));
+            (!late.is_empty())
+                .then(|| report.describe(&format!("acknowledged while fenced: {late:?}")))
+        }
+        Family::LongPollPartition => {
+            let cut = first_at(&run.plan, |f| *f == Fault::PartitionConsumers)
+                .zip(first_at(&run.plan, |f| *f == Fault::RepairConsumers));
+            let hold_ms = u64::try_from(LONG_POLL_HOLD.as_millis()).unwrap_or(u64::MAX);
+            let late = late_deliveries(
+                &report.entries,
+                WakeupBounds {
+                    delivery_ms_max: DELIVERY_MS_MAX,
+                    cut_ms: cut,
+                    stall_ms_max: REQUEST_TIMEOUT_MS + hold_ms,
+                },
+            );
+            (!late.is_empty()).then(|| {
+                let first: Vec<_> = late.iter().take(5).collect();
+                report.describe(&format!(
+                    "{} late deliveries (id, acked ms, delivered ms), first: {first:?}",
+                    late.len()
+                ))
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A producer saw the broker refuse a send because it is fenced.
+fn fenced(e: &Event) -> bool {
+    matches!(e, Event::SendInfo { reason, .. } if reason.starts_with("SERVICE_NOT_AVAILABLE"))
+}
+
+fn first_at(plan: &Plan, wanted: impl Fn(&Fault) -> bool) -> Option<u64> {
+    plan.faults
+        .iter()
+        .find(|f| wanted(&f.fault))
+        .map(|f| f.at_ms)
+}
+
+/// The fault classes that fired: the plan's faults the history records as
+/// injected, and what the broker disk's counters say happened to it.
+pub fn fired_classes(report: &RunReport) -> BTreeSet<FaultClass> {
+    injected_classes(&report.plan, &report.entries)
+        .into_iter()
+        .chain(
+            [
+                (report.disk.pages_torn, FaultClass::TornPages),
+                (report.disk.pages_lost, FaultClass::LostPages),
+                (report.disk.pages_garbage, FaultClass::GarbagePages),
+                (report.disk.eio_injected, FaultClass::SyncEio),
+            ]
+            .into_iter()
+            .filter(|(count, _)| *count > 0)
+            .map(|(_, class)| class),
+        )
+        .collect()
+}
+
+/// The classes of the plan's faults that the history records as injected
+/// (the harness records each fault's debug form when it applies it).
+fn injected_classes(plan: &Plan, entries: &[Entry]) -> BTreeSet<FaultClass> {
+    let injected: BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Fault { description } => Some(description.as_str()),
+            _ => None,
+        })
+        .collect();
+    plan.faults
+        .iter()
+        .filter(|f| injected.contains(format!("{:?}", f.fault).as_str()))
+        .filter_map(|f| FaultClass::of(f.fault))
+        .collect()
+}
+
+/// One failing seed in a sweep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepFailure {
+    /// The seed.
+    pub seed: u64,
+    /// Its family's name.
+    pub family: &'static str,
+    /// The failure's first line.
+    pub first_violation: String,
+}
+
+/// What a sweep (or a share of one) found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepSummary {
+    /// Seeds run.
+    pub seeds_run: u64,
+    /// Runs per family name.
+    pub families: BTreeMap<&'static str, u64>,
+    /// Runs in which each fault class fired.
+    pub fired: BTreeMap<FaultClass, u64>,
+    /// The failing seeds, in the order they ran.
+    pub failures: Vec<SweepFailure>,
+}
+
+impl SweepSummary {
+    /// Counts one outcome.
+    pub fn add(&mut self, outcome: &SeedOutcome) {
+        self.seeds_run += 1;
+        *self.families.entry(outcome.family.name()).or_default() += 1;
+        for class in &outcome.fired {
+            *self.fired.entry(*class).or_default() += 1;
+        }
+        if let Some(first) = outcome.first_violation() {
+            self.failures.push(SweepFailure {
+                seed: outcome.seed,
+                family: outcome.family.name(),
+                first_violation: first.to_owned(),
+            });
+        }
+    }
+
+    /// Adds another share's counts and failures.
+    pub fn merge(&mut self, other: &Self) {
+        self.seeds_run += other.seeds_run;
+        for (family, n) in &other.families {
+            *self.families.entry(family).or_default() += n;
+        }
+        for (class, n) in &other.fired {
+            *self.fired.entry(*class).or_default() += n;
+        }
+        self.failures.extend(other.failures.iter().cloned());
+        self.failures.sort_by_key(|f| f.seed);
+    }
+
+    /// The summary as lines of `key value…` (how a child process of a
+    /// parallel sweep hands its share back); [`SweepSummary::parse`] reads
+    /// them.
+    pub fn to_lines(&self) -> String {
+        let mut out = format!("seeds {}\n", self.seeds_run);
+        for (family, n) in &self.families {
+            let _ = writeln!(out, "family {family} {n}");
+        }
+        for (class, n) in &self.fired {
+            let _ = writeln!(out, "fired {} {n}", class.name());
+        }
+        for f in &self.failures {
+            let text = f.first_violation.replace(['\n', '\r'], " ");
+            let _ = writeln!(out, "failure {} {} {text}", f.seed, f.family);
+        }
+        out
+    }
+
+    /// Reads [`SweepSummary::to_lines`]' output; `Err` names a bad line.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut summary = Self::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            summary
+                .parse_line(line)
+                .ok_or_else(|| format!("bad summary line: {line:?}"))?;
+        }
+        Ok(summary)
+    }
+
+    fn parse_line(&mut self, line: &str) -> Option<()> {
+        let mut words = line.splitn(4, ' ');
+        match words.next()? {
+            "seeds" => self.seeds_run += words.next()?.parse::<u64>().ok()?,
+            "family" => {
+                let family = family_named(words.next()?)?;
+                *self.families.entry(family.name()).or_default() +=
+                    words.next()?.parse::<u64>().ok()?;
+            }
+            "fired" => {
+                let class = FaultClass::from_name(words.next()?)?;
+                *self.fired.entry(class).or_default() += words.next()?.parse::<u64>().ok()?;
+            }
+            "failure" => {
+                let seed = words.next()?.parse().ok()?;
+                let family = family_named(words.next()?)?.name();
+                let first_violation = words.next().unwrap_or("").to_owned();
+                self.failures.push(SweepFailure {
+                    seed,
+                    family,
+                    first_violation,
+                });
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// The readable report: seeds, rate, failures with replay commands,
+    /// and how often each family ran and each fault class fired.
+    pub fn report(&self, elapsed_s: f64, replay: impl Fn(u64) -> String) -> String {
+        let mut out = String::new();
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "a rate for people to read; seed counts are far below 2^52"
+        )]
+        let rate = self.seeds_run as f64 / elapsed_s.max(f64::EPSILON);
+        let _ = writeln!(
+            out,
+            "seeds run: {} in {elapsed_s:.1} s ({rate:.2} seeds/s)",
+            self.seeds_run
+        );
+        let _ = writeln!(out, "failures: {}", self.failures.len());
+        for f in &self.failures {
+            let _ = writeln!(
+                out,
+                "  seed {} ({}): {}\n    replay: {}",
+                f.seed,
+                f.family,
+                f.first_violation,
+                replay(f.seed)
+            );
+        }
+        let _ = writeln!(out, "runs per family:");
+        for (family, _) in FAMILIES {
+            let n = self.families.get(family.name()).copied().unwrap_or(0);
+            let _ = writeln!(out, "  {:<32} {n}", family.name());
+        }
+        let _ = writeln!(out, "runs in which each fault class fired:");
+        for class in FaultClass::ALL {
+            let n = self.fired.get(&class).copied().unwrap_or(0);
+            let _ = writeln!(out, "  {:<32} {n}", class.name());
+        }
+        out
+    }
+}
+
+fn family_named(name: &str) -> Option<Family> {
+    FAMILIES.iter().map(|(f, _)| *f).find(|f| f.name() == name)
+}
+
+/// Whether `fault` heals, restarts or releases what `opener` started.
+fn closes(opener: Fault, fault: Fault) -> bool {
+    match (opener, fault) {
+        (Fault::CrashBroker { .. }, Fault::RestartBroker)
+        | (Fault::HoldProducers, Fault::ReleaseProducers)
+        | (Fault::PartitionProducers, Fault::RepairProducers)
+        | (Fault::PartitionConsumers, Fault::RepairConsumers)
+        | (Fault::IsolateBroker, Fault::RejoinBroker) => true,
+        (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
+        | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
+        | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
+        | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b }) => {
+            a == b
+        }
+        _ => false,
+    }
+}
+
+/// The plan's faults as droppable units (indices into `plan.faults`): each
+/// crash with the restart after it, each partition, hold or isolation with
+/// its heal; a fault nothing closes stands alone.
+pub fn fault_units(plan: &Plan) -> Vec<Vec<usize>> {
+    let mut taken = vec![false; plan.faults.len()];
+    let mut units = Vec::new();
+    for i in 0..plan.faults.len() {
+        if taken[i] {
+            continue;
+        }
+        taken[i] = true;
+        let mut unit = vec![i];
+        let opener = plan.faults[i].fault;
+        if let Some(j) =
+            (i + 1..plan.faults.len()).find(|&j| !taken[j] && closes(opener, plan.faults[j].fault))
+        {
+            taken[j] = true;
+            unit.push(j);
+        }
+        units.push(unit);
+    }
+    units
+}
+
+/// `plan` without the faults at `unit`'s indices.
+pub fn without_unit(plan: &Plan, unit: &[usize]) -> Plan {
+    let mut smaller = plan.clone();
+    smaller.faults = plan
+        .faults
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !unit.contains(i))
+        .map(|(_, f)| *f)
+        .collect();
+    smaller
+}
+
+/// The result of shrinking.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    /// The smallest failing run found.
+    pub run: SwarmRun,
+    /// How many candidate runs it took.
+    pub tries: u32,
+}
+
+/// Shrinks a run that `fails`: drops one fault unit at a time (see
+/// [`fault_units`]), keeping each drop while the run still fails, until no
+/// unit can go; then lowers the producers and halves their messages while
+/// it still fails. The result never has more faults or work than `run`.
+pub fn shrink(run: &SwarmRun, mut fails: impl FnMut(&SwarmRun) -> bool) -> Shrunk {
+    let mut best = run.clone();
+    let mut tries = 0;
+    'drop: loop {
+        for unit in fault_units(&best.plan) {
+            let candidate = best.clone().with_plan(without_unit(&best.plan, &unit));
+            tries += 1;
+            if fails(&candidate) {
+                best = candidate;
+                continue 'drop;
+            }
+        }
+        break;
+    }
+    loop {
+        let w = &best.plan.workload;
+        let mut smaller = best.plan.clone();
+        if w.producers > 1 {
+            smaller.workload.producers -= 1;
+        } else if w.messages_per_producer > 1 {
+            smaller.workload.messages_per_producer /= 2;
+        } else {
+            break;
+        }
+        let candidate = best.clone().with_plan(smaller);
+        tries += 1;
+        if !fails(&candidate) {
+            break;
+        }
+        best = candidate;
+    }
+    Shrunk { run: best, tries }
+}
+
+/// Shrinks `run` if it fails when run for real; `None` if it passes.
+pub fn shrink_failing(run: &SwarmRun) -> Option<Shrunk> {
+    let fails = |r: &SwarmRun| run_swarm(r).failure.is_some();
+    fails(run).then(|| shrink(run, fails))
+}
+
+#[cfg(test)]
+mod tests {
+    use scenarios::TimedFault;
+
+    use super::*;
+
+    fn at(at_ms: u64, fault: Fault) -> TimedFault {
+        TimedFault { at_ms, fault }
+    }
+
+    fn plan_with(faults: Vec<TimedFault>) -> SwarmRun {
+        let run = SwarmRun::of_family(Family::BrokerCrash, 1);
+        let mut plan = run.plan.clone();
+        plan.faults = faults;
+        run.with_plan(plan)
+    }
+
+    #[test]
+    fn units_pair_each_fault_with_its_own_heal() {
+        let run = plan_with(vec![
+            at(10, Fault::CrashBroker { power_loss: true }),
+            at(20, Fault::PartitionReplica { replica: 1 }),
+            at(30, Fault::PartitionReplica { replica: 0 }),
+            at(40, Fault::RestartBroker),
+            at(50, Fault::FailNextSync),
+            at(60, Fault::RepairReplica { replica: 0 }),
+            at(70, Fault::RepairReplica { replica: 1 }),
+        ]);
+        assert_eq!(
+            fault_units(&run.plan),
+            vec![vec![0, 3], vec![1, 6], vec![2, 5], vec![4]]
+        );
+        let smaller = without_unit(&run.plan, &[1, 6]);
+        assert_eq!(smaller.faults.len(), 5);
+        assert!(!smaller
+            .faults
+            .iter()
+            .any(|f| matches!(f.fault, Fault::RepairReplica { replica: 1 })));
+    }
+
+    #[test]
+    fn every_plan_of_every_family_splits_into_well_formed_units() {
+        for (family, _) in FAMILIES {
+            for seed in 0..50 {
+                let plan = family.plan(seed);
+                let units = fault_units(&plan);
+                assert_eq!(units.iter().map(Vec::len).sum::<usize>(), plan.faults.len());
+                for unit in units {
+                    let first = plan.faults[unit[0]].fault;
+                    // Every fault that starts a class ends with its heal.
+                    if FaultClass::of(first).is_some() {
+                        assert_eq!(unit.len(), 2, "{family:?} seed {seed}: {plan:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shrinking_keeps_only_the_fault_that_makes_it_fail() {
+        let run = plan_with(vec![
+            at(10, Fault::CrashBroker { power_loss: true }),
+            at(40, Fault::RestartBroker),
+            at(50, Fault::PartitionReplica { replica: 0 }),
+            at(60, Fault::RepairReplica { replica: 0 }),
+            at(70, Fault::CrashBroker { power_loss: false }),
+            at(80, Fault::RestartBroker),
+        ]);
+        let fails = |r: &SwarmRun| {
+            r.plan
+                .faults
+                .iter()
+                .any(|f| f.fault == Fault::CrashBroker { power_loss: false })
+        };
+        let shrunk = shrink(&run, fails);
+        let faults: Vec<Fault> = shrunk.run.plan.faults.iter().map(|f| f.fault).collect();
+        assert_eq!(
+            faults,
+            vec![
+                Fault::CrashBroker { power_loss: false },
+                Fault::RestartBroker
+            ]
+        );
+        assert_eq!(shrunk.run.plan.workload.producers, 1);
+        assert_eq!(shrunk.run.plan.workload.messages_per_producer, 1);
+    }
+
+    #[test]
+    fn shrinking_stops_where_the_workload_becomes_too_small_to_fail() {
+        let run = plan_with(vec![
+            at(10, Fault::CrashBroker { power_loss: true }),
+            at(40, Fault::RestartBroker),
+        ]);
+        let fails = |r: &SwarmRun| r.plan.workload.messages_per_producer >= 10;
+        let shrunk = shrink(&run, fails);
+        assert!(shrunk.run.plan.faults.is_empty());
+        let m = shrunk.run.plan.workload.messages_per_producer;
+        assert!((10..20).contains(&m), "{m}");
+    }
+
+    #[test]
+    fn summaries_survive_the_line_protocol_and_merge() {
+        let mut a = SweepSummary::default();
+        a.add(&SeedOutcome {
+            seed: 7,
+            family: Family::Failover,
+            failure: Some("1 violation(s), first: lost\n  plan: …".into()),
+            fired: [FaultClass::BrokerPowerLoss, FaultClass::ControllerCrash].into(),
+            trace_hash: Some(1),
+        });
+        a.add(&SeedOutcome {
+            seed: 9,
+            family: Family::BrokerCrash,
+            failure: None,
+            fired: [FaultClass::BrokerPowerLoss].into(),
+            trace_hash: Some(2),
+        });
+        let parsed = SweepSummary::parse(&a.to_lines()).expect("parses");
+        assert_eq!(parsed, a);
+        assert_eq!(
+            parsed.failures[0].first_violation,
+            "1 violation(s), first: lost"
+        );
+        let mut merged = parsed.clone();
+        merged.merge(&a);
+        assert_eq!(merged.seeds_run, 4);
+        assert_eq!(merged.fired.get(&FaultClass::BrokerPowerLoss), Some(&4));
+        assert_eq!(merged.families.get("failover"), Some(&2));
+        assert!(SweepSummary::parse("seeds x").is_err());
+        assert!(SweepSummary::parse("family nope 1").is_err());
+    }
+
+    #[test]
+    fn only_faults_the_history_records_as_injected_count_as_fired() {
+        let run = plan_with(vec![
+            at(10, Fault::CrashBroker { power_loss: true }),
+            at(20, Fault::RestartBroker),
+            at(30, Fault::PartitionReplica { replica: 0 }),
+        ]);
+        let entries = [Entry {
+            at_ms: 10,
+            event: Event::Fault {
+                description: "CrashBroker { power_loss: true }".into(),
+            },
+        }];
+        assert_eq!(
+            injected_classes(&run.plan, &entries),
+            [FaultClass::BrokerPowerLoss].into()
+        );
+    }
+
+    #[test]
+    fn fault_classes_have_distinct_names_that_read_back() {
+        for class in FaultClass::ALL {
+            assert_eq!(FaultClass::from_name(class.name()), Some(class));
+        }
+    }
+
+    #[test]
+    fn the_report_lists_failures_with_replay_and_every_class() {
+        let mut s = SweepSummary::default();
+        s.add(&SeedOutcome {
+            seed: 12,
+            family: Family::FsyncEio,
+            failure: Some("acknowledged while fenced".into()),
+            fired: [FaultClass::SyncEio].into(),
+            trace_hash: None,
+        });
+        let text = s.report(2.0, |seed| format!("replay {seed}"));
+        assert!(
+            text.contains("seeds run: 1 in 2.0 s (0.50 seeds/s)"),
+            "{text}"
+        );
+        assert!(text.contains("seed 12 (fsync_eio): acknowledged while fenced"));
+        assert!(text.contains("replay: replay 12"));
+        for class in FaultClass::ALL {
+            assert!(text.contains(class.name()), "{text}");
+        }
+    }
+}
