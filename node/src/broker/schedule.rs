@@ -99,6 +99,23 @@ impl DelayProgress {
         }
     }
 
+    /// The progress as `delayOffset.json` content.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.lock().file).unwrap_or_default()
+    }
+
+    /// A replica adopts its master's progress (`delayOffset.json` content),
+    /// each level only forward, so a promoted replica does not deliver
+    /// again what its master delivered.
+    pub fn adopt(&self, json: &[u8]) -> Result<(), String> {
+        let file: ProgressFile =
+            serde_json::from_slice(json).map_err(|e| format!("delayOffset.json: {e}"))?;
+        for (level, next) in file.offset_table {
+            self.advance(level, next);
+        }
+        Ok(())
+    }
+
     /// Moves `level` to `next` even backwards (the queue lost its tail).
     fn reset(&self, level: i32, next: i64) {
         let mut g = self.lock();

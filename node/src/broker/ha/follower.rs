@@ -170,7 +170,11 @@ async fn copy_metadata<D: Disk, C: Clock, T: Transport>(
     }
     b.offsets().adopt(m.offsets.as_bytes())?;
     b.subscription_groups().adopt(m.groups.as_bytes())?;
+    if !m.delay.is_empty() {
+        b.delay_progress().adopt(m.delay.as_bytes())?;
+    }
     b.persist_offsets().await;
     b.persist_subscription_groups().await;
+    b.persist_delay_offsets().await;
     Ok(())
 }

@@ -130,6 +130,7 @@ fn handshake<D: Disk, C: Clock>(
             caught_up_target: u64::MAX,
             last_seen: now,
             caught_up_at: now,
+            confirmed_sent: 0,
         },
     );
     tracing::info!(
@@ -194,7 +195,16 @@ async fn fetch<D: Disk, C: Clock>(
     };
     publish(b, ha);
     let log = b.store().commit_log();
-    if log.written().0 <= f.from {
+    let sync = ha.config().mode == ReplicationMode::Sync;
+    // A moved gate is news for the replica's readers: answer at once.
+    let gate_moved = sync && {
+        let st = ha.lock();
+        let confirmed = Replication::confirmed_locked(&st);
+        st.sessions
+            .get(&f.replica_id)
+            .is_some_and(|s| confirmed != s.confirmed_sent)
+    };
+    if log.written().0 <= f.from && !gate_moved {
         let mut rx = ha.written_rx();
         let wait = async {
             while log.written().0 <= f.from {
@@ -216,8 +226,10 @@ async fn fetch<D: Disk, C: Clock>(
         }
     };
     let end = f.from + bytes.len() as u64;
-    let confirmed = {
+    let gate = {
         let mut st = ha.lock();
+        let confirmed = Replication::confirmed_locked(&st);
+        let gate = if sync { confirmed } else { u64::MAX };
         if let Some(s) = st
             .sessions
             .get_mut(&f.replica_id)
@@ -227,19 +239,15 @@ async fn fetch<D: Disk, C: Clock>(
             if end >= written {
                 s.caught_up_target = end;
             }
+            s.confirmed_sent = gate;
         }
-        Replication::confirmed_locked(&st)
+        gate
     };
     let mut out = RemotingCommand::success().with_body(bytes);
     out.ext_fields
         .insert(FIELD_EPOCH.to_owned(), epoch.to_string());
     out.ext_fields
         .insert(FIELD_AT.to_owned(), f.from.to_string());
-    let gate = if ha.config().mode == ReplicationMode::Sync {
-        confirmed
-    } else {
-        u64::MAX
-    };
     out.ext_fields
         .insert(FIELD_CONFIRMED.to_owned(), gate.to_string());
     out
@@ -250,6 +258,7 @@ fn metadata<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
         topics: String::from_utf8_lossy(&b.topics().to_json()).into_owned(),
         offsets: String::from_utf8_lossy(&b.offsets().to_json()).into_owned(),
         groups: serde_json::to_string(&b.subscription_groups().snapshot()).unwrap_or_default(),
+        delay: String::from_utf8_lossy(&b.delay_progress().to_json()).into_owned(),
     };
     RemotingCommand::success().with_body(json_body(&body))
 }

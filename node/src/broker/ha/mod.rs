@@ -162,6 +162,9 @@ pub(crate) struct Session {
     pub(crate) caught_up_target: u64,
     pub(crate) last_seen: Duration,
     pub(crate) caught_up_at: Duration,
+    /// The confirmed offset last sent on this session: a fetch answers at
+    /// once when it has moved, so the replica's readers are not held back.
+    pub(crate) confirmed_sent: u64,
 }
 
 /// Replication state shared by the broker's handlers and duties.

@@ -74,6 +74,9 @@ pub struct Metadata {
     pub offsets: String,
     /// `subscriptionGroup.json`.
     pub groups: String,
+    /// `delayOffset.json`.
+    #[serde(default)]
+    pub delay: String,
 }
 
 /// Fetch response `extFields`: the epoch, the offset of the body's first
