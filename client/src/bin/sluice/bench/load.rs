@@ -197,9 +197,9 @@ impl Sender {
         );
         let msg = Message::new(self.topic.clone(), body);
         let outcome = match self.mode {
-            SendMode::Sync => self.producer.send(&msg).await.map(drop),
+            SendMode::Sync => self.producer.send(&msg).await.and_then(acked),
             SendMode::Async => match self.producer.send_async(msg.clone()).await {
-                Ok(r) => r.map(drop),
+                Ok(r) => r.and_then(acked),
                 Err(e) => {
                     self.stats.meter.fail(&e);
                     return false;
@@ -207,7 +207,7 @@ impl Sender {
             },
             SendMode::Batch => {
                 let msgs = vec![msg.clone(); self.batch];
-                self.producer.send_batch(&msgs).await.map(drop)
+                self.producer.send_batch(&msgs).await.and_then(acked)
             }
             SendMode::Oneway => self.producer.send_oneway(&msg).await,
         };
@@ -229,4 +229,23 @@ impl Sender {
             }
         }
     }
+}
+
+/// A send counts only when acknowledged as promised: `SLAVE_NOT_AVAILABLE`,
+/// `FLUSH_SLAVE_TIMEOUT` and `FLUSH_DISK_TIMEOUT` (stored, but not as
+/// durably as the broker is configured to promise) count as errors.
+fn acked(r: sluice_client::SendResult) -> Result<(), sluice_client::Error> {
+    use sluice_client::SendStatus;
+    use sluice_net::remoting::response_code;
+    let code = match r.status {
+        SendStatus::Ok => return Ok(()),
+        SendStatus::FlushDiskTimeout => response_code::FLUSH_DISK_TIMEOUT,
+        SendStatus::FlushSlaveTimeout => response_code::FLUSH_SLAVE_TIMEOUT,
+        SendStatus::SlaveNotAvailable => response_code::SLAVE_NOT_AVAILABLE,
+    };
+    Err(sluice_client::Error::Broker {
+        server: r.queue.broker_name,
+        code,
+        remark: format!("stored but not acknowledged as promised: {:?}", r.status),
+    })
 }
