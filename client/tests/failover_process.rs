@@ -12,10 +12,9 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use sluice_client::{
 };
 use sluice_core::SystemClock;
 use sluice_net::TokioTransport;
-use support::node_binary;
+use support::{node_binary, spawn_until};
 
 const TOPIC: &str = "FailoverTopic";
 const GROUP: &str = "broker-f";
@@ -44,42 +43,12 @@ struct Proc(Option<Child>);
 
 impl Proc {
     /// Spawns `sluice-node args` and waits for a stdout line containing
-    /// `ready`.
+    /// `ready` (`SLUICE_TEST_LOG=info` echoes the processes' logs).
     fn spawn(args: &[&str], ready: &str) -> Self {
-        let mut child = Command::new(node_binary())
-            .args(args)
-            .env(
-                "RUST_LOG",
-                std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "warn".to_owned()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sluice-node");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        loop {
-            match lines.next() {
-                Some(Ok(line)) if line.contains(ready) => break,
-                Some(Ok(_)) => {}
-                _ => panic!("sluice-node {args:?} exited before printing {ready:?}"),
-            }
-        }
-        // SLUICE_TEST_LOG=info echoes the processes' logs (stdout).
-        let name = args.first().copied().unwrap_or_default().to_owned();
-        let echo = std::env::var_os("SLUICE_TEST_LOG").is_some();
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "test harness thread, not simulated code"
-        )]
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                if echo {
-                    eprintln!("[{name}] {line}");
-                }
-            }
-        });
-        Self(Some(child))
+        Self(Some(spawn_until(
+            Command::new(node_binary()).args(args),
+            ready,
+        )))
     }
 
     fn kill9(&mut self) {

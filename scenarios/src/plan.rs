@@ -214,6 +214,26 @@ fn push_restart(faults: &mut Vec<TimedFault>, at_ms: u64) {
     });
 }
 
+impl Plan {
+    /// A plan of `seed` with the broker's clock skew drawn from its stream
+    /// and a power-safe device.
+    fn new(
+        seed: u64,
+        workload: Workload,
+        faults: Vec<TimedFault>,
+        replication: Option<ReplicaSet>,
+    ) -> Self {
+        Self {
+            seed,
+            workload,
+            faults,
+            broker_skew_ms: skew(seed),
+            garbage_sectors: false,
+            replication,
+        }
+    }
+}
+
 fn skew(seed: u64) -> i64 {
     substream(seed, Salt::Clock).random_range(-60_000..=60_000)
 }
@@ -240,14 +260,7 @@ impl Plan {
             at_ms += rng.random_range(50..=2_000);
             push_restart(&mut faults, at_ms);
         }
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: None,
-        }
+        Self::new(seed, workload, faults, None)
     }
 
     /// Scenario `fsync_eio_fences_the_broker`: one sync fails mid-stream;
@@ -282,14 +295,7 @@ impl Plan {
             at_ms += rng.random_range(50..=500);
             push_restart(&mut faults, at_ms);
         }
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: None,
-        }
+        Self::new(seed, workload, faults, None)
     }
 
     /// Scenario `producer_retry_indeterminate`: the broker's links to the
@@ -313,14 +319,7 @@ impl Plan {
             at_ms += rng.random_range(100..=3_000);
             push(at_ms, Fault::RepairProducers);
         }
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: None,
-        }
+        Self::new(seed, workload, faults, None)
     }
 
     /// Scenario `long_poll_across_partition`: long-polling consumers (one
@@ -332,23 +331,17 @@ impl Plan {
         let mut rng = substream(seed, Salt::Faults);
         let start_ms = rng.random_range(20..=workload.expected_ms().max(60) / 2);
         let end_ms = start_ms + rng.random_range(300..=3_000);
-        Self {
-            seed,
-            workload,
-            faults: vec![
-                TimedFault {
-                    at_ms: start_ms,
-                    fault: Fault::PartitionConsumers,
-                },
-                TimedFault {
-                    at_ms: end_ms,
-                    fault: Fault::RepairConsumers,
-                },
-            ],
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: None,
-        }
+        let faults = vec![
+            TimedFault {
+                at_ms: start_ms,
+                fault: Fault::PartitionConsumers,
+            },
+            TimedFault {
+                at_ms: end_ms,
+                fault: Fault::RepairConsumers,
+            },
+        ];
+        Self::new(seed, workload, faults, None)
     }
 
     /// Scenario `group_consumption_across_faults`: a clustering push-consumer
@@ -384,14 +377,7 @@ impl Plan {
             });
         }
         faults.sort_by_key(|f| f.at_ms);
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: None,
-        }
+        Self::new(seed, workload, faults, None)
     }
 
     /// Scenario `replica_partition`: one replica is cut off from the
@@ -412,19 +398,13 @@ impl Plan {
                 fault: Fault::RepairReplica { replica: 0 },
             },
         ];
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: Some(ReplicaSet {
-                sync,
-                replicas: 1,
-                trust_claimed_offset: false,
-                controllers: 0,
-            }),
-        }
+        let replication = ReplicaSet {
+            sync,
+            replicas: 1,
+            trust_claimed_offset: false,
+            controllers: 0,
+        };
+        Self::new(seed, workload, faults, Some(replication))
     }
 
     /// Scenario `replicas_across_crashes`: a SYNC or ASYNC group of a
@@ -462,19 +442,13 @@ impl Plan {
             push_restart(&mut faults, at_ms + rng.random_range(50..=2_000));
         }
         faults.sort_by_key(|f| f.at_ms);
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: Some(ReplicaSet {
-                sync,
-                replicas,
-                trust_claimed_offset: false,
-                controllers: 0,
-            }),
-        }
+        let replication = ReplicaSet {
+            sync,
+            replicas,
+            trust_claimed_offset: false,
+            controllers: 0,
+        };
+        Self::new(seed, workload, faults, Some(replication))
     }
 
     /// Scenario `failover`: a SYNC-replicated group (master and one or two
@@ -506,19 +480,13 @@ impl Plan {
             });
         }
         faults.sort_by_key(|f| f.at_ms);
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: Some(ReplicaSet {
-                sync: true,
-                replicas,
-                trust_claimed_offset: false,
-                controllers,
-            }),
-        }
+        let replication = ReplicaSet {
+            sync: true,
+            replicas,
+            trust_claimed_offset: false,
+            controllers,
+        };
+        Self::new(seed, workload, faults, Some(replication))
     }
 
     /// Scenario `isolated_master`: the master of a SYNC-replicated group
@@ -541,19 +509,13 @@ impl Plan {
                 fault: Fault::RejoinBroker,
             },
         ];
-        Self {
-            seed,
-            workload,
-            faults,
-            broker_skew_ms: skew(seed),
-            garbage_sectors: false,
-            replication: Some(ReplicaSet {
-                sync: true,
-                replicas,
-                trust_claimed_offset: false,
-                controllers: 1,
-            }),
-        }
+        let replication = ReplicaSet {
+            sync: true,
+            replicas,
+            trust_claimed_offset: false,
+            controllers: 1,
+        };
+        Self::new(seed, workload, faults, Some(replication))
     }
 
     /// The same plan with every replica cut off from the master for the

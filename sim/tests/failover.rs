@@ -39,26 +39,32 @@ fn acks_after_first_fault(report: &sim::run::RunReport) -> usize {
         .count()
 }
 
+/// Runs `plan` over the seed list as test `name` (ASYNC flush, acked
+/// messages must survive); returns the acknowledgements after the first
+/// fault, summed over the seeds.
+fn run_seeds(name: &str, plan: fn(u64) -> Plan) -> usize {
+    let mut acked_after = 0;
+    for_each_seed("failover", name, SEEDS, |seed| {
+        let plan = plan(seed);
+        let report = run_plan(
+            &plan,
+            FlushMode::Async,
+            OracleConfig {
+                acked_must_survive: true,
+            },
+        )
+        .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+        acked_after += acks_after_first_fault(&report);
+        report.failure().map_or(Ok(()), Err)
+    });
+    acked_after
+}
+
 #[test]
 fn master_crash_under_sync_replication_loses_nothing_acknowledged() {
-    let mut acked_after = 0;
-    for_each_seed(
-        "failover",
+    let acked_after = run_seeds(
         "master_crash_under_sync_replication_loses_nothing_acknowledged",
-        SEEDS,
-        |seed| {
-            let plan = Plan::failover(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Async,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            acked_after += acks_after_first_fault(&report);
-            report.failure().map_or(Ok(()), Err)
-        },
+        Plan::failover,
     );
     assert!(
         acked_after > 0,
@@ -68,24 +74,9 @@ fn master_crash_under_sync_replication_loses_nothing_acknowledged() {
 
 #[test]
 fn an_isolated_master_acknowledges_nothing_that_is_lost() {
-    let mut acked_after = 0;
-    for_each_seed(
-        "failover",
+    let acked_after = run_seeds(
         "an_isolated_master_acknowledges_nothing_that_is_lost",
-        SEEDS,
-        |seed| {
-            let plan = Plan::isolated_master(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Async,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            acked_after += acks_after_first_fault(&report);
-            report.failure().map_or(Ok(()), Err)
-        },
+        Plan::isolated_master,
     );
     assert!(
         acked_after > 0,

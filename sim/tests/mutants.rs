@@ -25,8 +25,8 @@ use sluice_core::FlushMode;
 /// Each mutant must be caught within this many seeds.
 const SEEDS_MAX: u64 = 8;
 
-/// The first seed whose broker-crash run, built by `plan`, loses or moves
-/// an acknowledged message under `flush_mode`.
+/// The first seed whose run, built by `plan` (broker crashes or
+/// failovers), loses or moves an acknowledged message under `flush_mode`.
 fn first_catching_seed(plan: impl Fn(u64) -> Plan, flush_mode: FlushMode) -> Option<u64> {
     (0..SEEDS_MAX).find(|&seed| {
         let report = run_plan(
@@ -142,36 +142,16 @@ fn replicas_of_the_unbroken_master_agree_on_the_same_seeds() {
     );
 }
 
-/// The first seed whose failover run, built by `plan`, loses or moves an
-/// acknowledged message.
-fn first_failover_losing_acks(plan: impl Fn(u64) -> Plan) -> Option<u64> {
-    (0..SEEDS_MAX).find(|&seed| {
-        let report = run_plan(
-            &plan(seed),
-            FlushMode::Async,
-            OracleConfig {
-                acked_must_survive: true,
-            },
-        )
-        .expect("simulation runs");
-        report.verdict.violations.iter().any(|v| {
-            matches!(
-                v,
-                Violation::LostAck { .. }
-                    | Violation::MovedAck { .. }
-                    | Violation::InconsistentOffset { .. }
-            )
-        })
-    })
-}
-
 #[test]
 fn oracle_catches_acknowledgement_before_the_in_sync_set_holds_it() {
-    let caught = first_failover_losing_acks(|seed| {
-        Plan::failover(seed)
-            .cutting_replicas_before_crash()
-            .without_flush_wait()
-    });
+    let caught = first_catching_seed(
+        |seed| {
+            Plan::failover(seed)
+                .cutting_replicas_before_crash()
+                .without_flush_wait()
+        },
+        FlushMode::Async,
+    );
     assert!(
         caught.is_some(),
         "acknowledging before the in-sync set holds a message survived {SEEDS_MAX} failovers"
@@ -181,7 +161,10 @@ fn oracle_catches_acknowledgement_before_the_in_sync_set_holds_it() {
 #[test]
 fn the_unbroken_group_loses_nothing_on_the_same_failovers() {
     assert_eq!(
-        first_failover_losing_acks(|seed| Plan::failover(seed).cutting_replicas_before_crash()),
+        first_catching_seed(
+            |seed| Plan::failover(seed).cutting_replicas_before_crash(),
+            FlushMode::Async
+        ),
         None,
         "a SYNC-replicated group lost an acknowledged message in a failover"
     );

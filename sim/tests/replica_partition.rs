@@ -30,32 +30,38 @@ fn cut_window(plan: &Plan) -> (u64, u64) {
     )
 }
 
+/// Runs the scenario (`sync` or ASYNC replication) over the seed list as
+/// test `name`; returns how many events matching `during_cut` happened
+/// while the replica was cut off, summed over the seeds.
+fn run_seeds(name: &str, sync: bool, during_cut: fn(&Event) -> bool) -> usize {
+    let mut count = 0;
+    for_each_seed("replica_partition", name, SEEDS, |seed| {
+        let plan = Plan::replica_partition(seed, sync);
+        let report = run_plan(
+            &plan,
+            FlushMode::Async,
+            OracleConfig {
+                acked_must_survive: true,
+            },
+        )
+        .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+        let (cut, heal) = cut_window(&plan);
+        count += report
+            .entries
+            .iter()
+            .filter(|e| e.at_ms >= cut && e.at_ms < heal && during_cut(&e.event))
+            .count();
+        report.failure().map_or(Ok(()), Err)
+    });
+    count
+}
+
 #[test]
 fn sync_replication_acknowledges_nothing_the_replica_lacks() {
-    let mut refused_during_cut = 0;
-    for_each_seed(
-        "replica_partition",
+    let refused_during_cut = run_seeds(
         "sync_replication_acknowledges_nothing_the_replica_lacks",
-        SEEDS,
-        |seed| {
-            let plan = Plan::replica_partition(seed, true);
-            let report = run_plan(
-                &plan,
-                FlushMode::Async,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            let (cut, heal) = cut_window(&plan);
-            refused_during_cut += report
-                .entries
-                .iter()
-                .filter(|e| e.at_ms >= cut && e.at_ms < heal)
-                .filter(|e| matches!(&e.event, Event::SendInfo { reason, .. } if reason.contains("SLAVE")))
-                .count();
-            report.failure().map_or(Ok(()), Err)
-        },
+        true,
+        |e| matches!(e, Event::SendInfo { reason, .. } if reason.contains("SLAVE")),
     );
     assert!(
         refused_during_cut > 0,
@@ -65,30 +71,10 @@ fn sync_replication_acknowledges_nothing_the_replica_lacks() {
 
 #[test]
 fn async_replication_goes_on_and_the_replica_catches_up() {
-    let mut acked_during_cut = 0;
-    for_each_seed(
-        "replica_partition",
+    let acked_during_cut = run_seeds(
         "async_replication_goes_on_and_the_replica_catches_up",
-        SEEDS,
-        |seed| {
-            let plan = Plan::replica_partition(seed, false);
-            let report = run_plan(
-                &plan,
-                FlushMode::Async,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            let (cut, heal) = cut_window(&plan);
-            acked_during_cut += report
-                .entries
-                .iter()
-                .filter(|e| e.at_ms >= cut && e.at_ms < heal)
-                .filter(|e| matches!(e.event, Event::SendOk { .. }))
-                .count();
-            report.failure().map_or(Ok(()), Err)
-        },
+        false,
+        |e| matches!(e, Event::SendOk { .. }),
     );
     assert!(
         acked_during_cut > 0,

@@ -45,6 +45,47 @@ pub fn node_binary() -> PathBuf {
     path
 }
 
+/// Spawns `command` (a `sluice-node`) with stdout piped and waits for a
+/// stdout line containing `ready`; the rest of stdout is drained (echoed
+/// to stderr with the program's first argument when `SLUICE_TEST_LOG` is
+/// set, which also sets the child's `RUST_LOG`; default `warn`).
+pub fn spawn_until(command: &mut Command, ready: &str) -> Child {
+    let log = std::env::var("SLUICE_TEST_LOG").ok();
+    let name = command
+        .get_args()
+        .next()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut child = command
+        .env("RUST_LOG", log.as_deref().unwrap_or("warn"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn sluice-node");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains(ready) => break,
+            Some(Ok(_)) => {}
+            _ => panic!("sluice-node {name} exited before printing {ready:?}"),
+        }
+    }
+    // Keep draining stdout so the child never blocks on a full pipe.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "test harness thread, not simulated code"
+    )]
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if log.is_some() {
+                eprintln!("[{name}] {line}");
+            }
+        }
+    });
+    child
+}
+
 /// A running standalone node.
 pub struct Node {
     child: Option<Child>,
@@ -111,37 +152,15 @@ impl Node {
         if let Some(path) = &config {
             command.arg("--config").arg(path);
         }
-        let mut child = command
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args([
-                "--namesrv-listen",
-                &namesrv,
-                "--broker-listen",
-                &broker,
-                "--flush",
-                flush,
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sluice-node");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        loop {
-            match lines.next() {
-                Some(Ok(line)) if line.contains("sluice broker listening") => break,
-                Some(Ok(_)) => {}
-                _ => panic!("sluice-node exited before listening"),
-            }
-        }
-        // Keep draining stdout so the child never blocks on a full pipe.
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "test harness thread, not simulated code"
-        )]
-        std::thread::spawn(move || for _ in lines {});
+        command.arg("--data-dir").arg(data_dir).args([
+            "--namesrv-listen",
+            &namesrv,
+            "--broker-listen",
+            &broker,
+            "--flush",
+            flush,
+        ]);
+        let child = spawn_until(&mut command, "sluice broker listening");
         Self {
             child: Some(child),
             data_dir: data_dir.to_owned(),

@@ -69,17 +69,7 @@ async fn follow<D: Disk, C: Clock, T: Transport>(
         segment_bytes: store.config().commit_log_segment_bytes,
     };
     let req = RemotingCommand::request(HA_HANDSHAKE).with_body(json_body(&hs));
-    let resp = client
-        .invoke(master, req, rpc_timeout)
-        .await
-        .map_err(|e| e.to_string())?;
-    if resp.code != response_code::SUCCESS {
-        return Err(format!(
-            "handshake refused ({}): {}",
-            resp.code,
-            resp.remark.unwrap_or_default()
-        ));
-    }
+    let resp = invoke_ok(client, master, req, rpc_timeout, "handshake").await?;
     let reply: HandshakeReply = parse_body(&resp)?;
     if reply.truncate_to < store.commit_log().written().0 {
         store
@@ -119,17 +109,7 @@ async fn follow<D: Disk, C: Clock, T: Transport>(
         };
         ha.lock().replica_held = held;
         let req = RemotingCommand::request(HA_FETCH).with_body(json_body(&f));
-        let resp = client
-            .invoke(master, req, rpc_timeout)
-            .await
-            .map_err(|e| e.to_string())?;
-        if resp.code != response_code::SUCCESS {
-            return Err(format!(
-                "fetch refused ({}): {}",
-                resp.code,
-                resp.remark.unwrap_or_default()
-            ));
-        }
+        let resp = invoke_ok(client, master, req, rpc_timeout, "fetch").await?;
         let epoch = ext_u64(&resp, FIELD_EPOCH)?;
         let at = ext_u64(&resp, FIELD_AT)?;
         let confirmed = ext_u64(&resp, FIELD_CONFIRMED)?;
@@ -151,19 +131,37 @@ async fn follow<D: Disk, C: Clock, T: Transport>(
     }
 }
 
+/// Sends `req` to the master; an error unless it answers `SUCCESS`.
+async fn invoke_ok<T: Transport>(
+    client: &RpcClient<T>,
+    master: &str,
+    req: RemotingCommand,
+    timeout: Duration,
+    what: &str,
+) -> Result<RemotingCommand, String> {
+    let resp = client
+        .invoke(master, req, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.code == response_code::SUCCESS {
+        Ok(resp)
+    } else {
+        Err(format!(
+            "{what} refused ({}): {}",
+            resp.code,
+            resp.remark.unwrap_or_default()
+        ))
+    }
+}
+
 async fn copy_metadata<D: Disk, C: Clock, T: Transport>(
     b: &Broker<D, C>,
     client: &RpcClient<T>,
     master: &str,
     timeout: Duration,
 ) -> Result<(), String> {
-    let resp = client
-        .invoke(master, RemotingCommand::request(HA_METADATA), timeout)
-        .await
-        .map_err(|e| e.to_string())?;
-    if resp.code != response_code::SUCCESS {
-        return Err(format!("metadata refused ({})", resp.code));
-    }
+    let req = RemotingCommand::request(HA_METADATA);
+    let resp = invoke_ok(client, master, req, timeout, "metadata").await?;
     let m: Metadata = parse_body(&resp)?;
     if b.topics().adopt(m.topics.as_bytes())? {
         b.topics_updated().await;
