@@ -31,6 +31,7 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
     };
     let client = RpcClient::new(transport, RpcConfig::default());
     let mut roles = ha.roles_rx();
+    let mut failures: u64 = 0;
     loop {
         roles.borrow_and_update();
         let Role::Replica {
@@ -40,14 +41,27 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
             let _ = roles.changed().await;
             continue;
         };
+        let started = b.clock().monotonic();
         let result = tokio::select! {
             r = follow(&b, ha, &client, &master) => r,
             _ = roles.changed() => Ok(()),
         };
         if let Err(e) = result {
-            tracing::warn!(master = %master, error = %e, "replication from the master stopped; retrying");
+            // Said once per run of failures, not every half second; a
+            // session that ran a while before failing starts a new run.
+            let ran = b.clock().monotonic().saturating_sub(started);
+            failures = if ran > Duration::from_secs(10) {
+                1
+            } else {
+                failures + 1
+            };
+            if failures == 1 || failures % 120 == 0 {
+                tracing::warn!(master = %master, error = %e, failures, "replication from the master stopped; retrying");
+            }
             client.close_connection(&master);
             tokio::time::sleep(RETRY_PAUSE).await;
+        } else {
+            failures = 0;
         }
     }
 }

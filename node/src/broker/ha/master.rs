@@ -115,6 +115,17 @@ fn handshake<D: Disk, C: Clock>(
             ),
         );
     };
+    let log_min = b.store().commit_log().min_offset().0;
+    if truncate_to < log_min && !ha.trusts_claimed_offset() {
+        return fail(
+            response_code::SYSTEM_ERROR,
+            format!(
+                "[sluice] replica {} needs the log from {truncate_to}, but retention removed \
+                 everything below {log_min}: seed it with a copy of the master's store",
+                hs.replica_id
+            ),
+        );
+    }
     let id = ha.next_session_id();
     st.sessions.insert(
         hs.replica_id,
