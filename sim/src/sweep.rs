@@ -507,8 +507,8 @@ pub struct Shrunk {
 
 /// Shrinks a run that `fails`: drops one fault unit at a time (see
 /// [`fault_units`]), keeping each drop while the run still fails, until no
-/// unit can go; then lowers the producers and halves their messages while
-/// it still fails. The result never has more faults or work than `run`.
+/// unit can go; then drops a producer or halves the messages per producer
+/// while it still fails. The result never has more faults or work than `run`.
 pub fn shrink(run: &SwarmRun, mut fails: impl FnMut(&SwarmRun) -> bool) -> Shrunk {
     let mut best = run.clone();
     let mut tries = 0;
@@ -523,24 +523,35 @@ pub fn shrink(run: &SwarmRun, mut fails: impl FnMut(&SwarmRun) -> bool) -> Shrun
         }
         break;
     }
-    loop {
-        let w = &best.plan.workload;
-        let mut smaller = best.plan.clone();
-        if w.producers > 1 {
-            smaller.workload.producers -= 1;
-        } else if w.messages_per_producer > 1 {
-            smaller.workload.messages_per_producer /= 2;
-        } else {
-            break;
+    'lower: loop {
+        for smaller in smaller_workloads(&best.plan) {
+            let candidate = best.clone().with_plan(smaller);
+            tries += 1;
+            if fails(&candidate) {
+                best = candidate;
+                continue 'lower;
+            }
         }
-        let candidate = best.clone().with_plan(smaller);
-        tries += 1;
-        if !fails(&candidate) {
-            break;
-        }
-        best = candidate;
+        break;
     }
     Shrunk { run: best, tries }
+}
+
+/// `plan` with one producer fewer, and with half the messages per
+/// producer (each only while there is something to take away).
+fn smaller_workloads(plan: &Plan) -> Vec<Plan> {
+    let mut smaller = Vec::new();
+    if plan.workload.producers > 1 {
+        let mut p = plan.clone();
+        p.workload.producers -= 1;
+        smaller.push(p);
+    }
+    if plan.workload.messages_per_producer > 1 {
+        let mut p = plan.clone();
+        p.workload.messages_per_producer /= 2;
+        smaller.push(p);
+    }
+    smaller
 }
 
 /// Shrinks `run` if it fails when run for real; `None` if it passes.
@@ -647,6 +658,16 @@ mod tests {
         assert!(shrunk.run.plan.faults.is_empty());
         let m = shrunk.run.plan.workload.messages_per_producer;
         assert!((10..20).contains(&m), "{m}");
+    }
+
+    #[test]
+    fn shrinking_halves_messages_when_dropping_a_producer_would_pass() {
+        let mut run = plan_with(Vec::new());
+        run.plan.workload.producers = 3;
+        let fails = |r: &SwarmRun| r.plan.workload.producers >= 3;
+        let shrunk = shrink(&run, fails);
+        assert_eq!(shrunk.run.plan.workload.producers, 3);
+        assert_eq!(shrunk.run.plan.workload.messages_per_producer, 1);
     }
 
     #[test]
