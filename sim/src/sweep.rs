@@ -157,9 +157,10 @@ pub fn flush_mode(flush: Flush) -> FlushMode {
     }
 }
 
-/// The cargo profile the sweep binary is built with (see
-/// `docs/simulation.md` for the measurement behind the choice).
-pub const SWEEP_PROFILE: &str = "sim";
+/// The cargo profile replay commands build with: `test` shares its
+/// artifacts with `cargo test -p sim`, so a replay builds in seconds (see
+/// `docs/simulation.md` for the measurement).
+pub const SWEEP_PROFILE: &str = "test";
 
 /// The command that replays swarm seed `seed` with its readable trace.
 pub fn replay_command(seed: u64) -> String {
