@@ -43,12 +43,19 @@ pub fn client(host: &str, pid: u32, tune: impl FnOnce(&mut ClientConfig)) -> Sim
     ClientInstance::new(TurmoilTransport, SimClock::new(0), config)
 }
 
-/// Waits until the name server routes the default topic (the broker has
-/// registered), so the client knows the broker's address before the
-/// workload starts. `false` if it never did.
+/// Waits until the name server routes the default topic to a master (the
+/// broker has registered), so the client knows the master's address
+/// before the workload starts. `false` if it never did.
 pub async fn await_broker(client: &SimClient) -> bool {
     for _ in 0..BROKER_LOOKUPS_MAX {
-        if client.refresh_route(DEFAULT_TOPIC).await.is_ok() {
+        // A master, not only a replica: reads and writes go to the master
+        // (a client reads from a replica only while no master is routed).
+        let routed = client.refresh_route(DEFAULT_TOPIC).await.is_ok_and(|r| {
+            r.broker_datas
+                .iter()
+                .any(|b| b.broker_name == BROKER_NAME && b.broker_addrs.contains_key(&0))
+        });
+        if routed {
             return true;
         }
         tokio::time::sleep(BROKER_LOOKUP_BACKOFF).await;

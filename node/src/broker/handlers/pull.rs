@@ -55,7 +55,11 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             ),
         );
     }
-    let Some(tc) = b.topics().get(&h.topic) else {
+    let Some(tc) = b
+        .topics()
+        .get(&h.topic)
+        .or_else(|| replicated_topic(b, &h.topic))
+    else {
         return fail(
             response_code::TOPIC_NOT_EXIST,
             format!("[sluice] topic[{}] not exist", h.topic),
@@ -259,4 +263,23 @@ mod tests {
             response_code::PULL_RETRY_IMMEDIATELY
         );
     }
+}
+
+/// On a replica, a topic whose messages arrived through replication before
+/// its config did (topics are copied every few seconds): readable, with
+/// the queues the store holds.
+fn replicated_topic<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    topic: &str,
+) -> Option<sluice_net::body::TopicConfig> {
+    if b.is_writer() {
+        return None;
+    }
+    let queues = b.store().consume_queues().queue_ids(topic);
+    let count = queues.iter().max().map(|q| q + 1)?;
+    Some(crate::broker::topic_config(
+        topic,
+        count,
+        crate::broker::PERM_READ,
+    ))
 }
