@@ -234,6 +234,25 @@ pub(super) fn subscription_filter<D: Disk, C: Clock>(
         })
 }
 
+/// On a replica, a topic whose messages arrived through replication before
+/// its config did (topics are copied every few seconds): readable, with
+/// the queues the store holds.
+fn replicated_topic<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    topic: &str,
+) -> Option<sluice_net::body::TopicConfig> {
+    if b.is_writer() {
+        return None;
+    }
+    let queues = b.store().consume_queues().queue_ids(topic);
+    let count = queues.iter().max().map(|q| q + 1)?;
+    Some(crate::broker::topic_config(
+        topic,
+        count,
+        crate::broker::PERM_READ,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,23 +282,4 @@ mod tests {
             response_code::PULL_RETRY_IMMEDIATELY
         );
     }
-}
-
-/// On a replica, a topic whose messages arrived through replication before
-/// its config did (topics are copied every few seconds): readable, with
-/// the queues the store holds.
-fn replicated_topic<D: Disk, C: Clock>(
-    b: &Broker<D, C>,
-    topic: &str,
-) -> Option<sluice_net::body::TopicConfig> {
-    if b.is_writer() {
-        return None;
-    }
-    let queues = b.store().consume_queues().queue_ids(topic);
-    let count = queues.iter().max().map(|q| q + 1)?;
-    Some(crate::broker::topic_config(
-        topic,
-        count,
-        crate::broker::PERM_READ,
-    ))
 }
