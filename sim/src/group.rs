@@ -189,9 +189,15 @@ pub async fn monitor(progress: Rc<GroupProgress>, history: History) -> turmoil::
         if progress.settled() {
             let deadline =
                 *deadline.get_or_insert_with(|| tokio::time::Instant::now() + CATCH_UP_MAX);
+            // Converged before and after the lag queries: a rebalance
+            // while they were in flight is not a settled group.
             let caught_up = progress.assignment_converged()
-                && lag_is_zero(&reader, &committed, progress.queues).await;
+                && lag_is_zero(&reader, &committed, progress.queues).await
+                && progress.assignment_converged();
             if caught_up || tokio::time::Instant::now() >= deadline {
+                if caught_up {
+                    history.record(Event::GroupSettled);
+                }
                 progress.stop.set(true);
                 return Ok(());
             }

@@ -85,6 +85,11 @@ pub enum Event {
         /// The queues it owns, sorted.
         queues: Vec<i32>,
     },
+    /// The group monitor saw the group caught up with one owner per queue
+    /// and told the members to stop; rebalances recorded after this are
+    /// the shutdown racing a late membership change, not the group's
+    /// settled state.
+    GroupSettled,
     /// The final drain could not read `queue` to its end.
     DrainIncomplete {
         /// The queue.

@@ -182,8 +182,12 @@ fn skips(
 fn unconverged(entries: &[Entry], queues: i32) -> Vec<Violation> {
     let mut last: BTreeMap<u32, &Vec<i32>> = BTreeMap::new();
     for e in entries {
-        if let Event::Rebalanced { member, queues } = &e.event {
-            last.insert(*member, queues);
+        match &e.event {
+            Event::Rebalanced { member, queues } => {
+                last.insert(*member, queues);
+            }
+            Event::GroupSettled => break,
+            _ => {}
         }
     }
     (0..queues)
@@ -421,5 +425,19 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn the_assignment_is_judged_when_the_group_settled_not_during_shutdown() {
+        let settled = valid();
+        // A late membership change racing the members' shutdown.
+        let mut late = settled.clone();
+        late.push(at(90, Event::GroupSettled));
+        late.push(at(91, owns(1, &[0])));
+        assert!(check_group(&late, &one_queue()).is_empty());
+        // Without the settled mark the same change counts.
+        let mut unsettled = settled;
+        unsettled.push(at(91, owns(1, &[0])));
+        assert!(!check_group(&unsettled, &one_queue()).is_empty());
     }
 }
