@@ -35,6 +35,26 @@ pub struct Workload {
     /// loses every fifth one it is given — a consumer that commits before
     /// it processes.
     pub lossy_group_handler: bool,
+    /// Whether about half the messages ask for delayed delivery.
+    pub delays: Delays,
+    /// How long the drain waits before reading, so every delayed message
+    /// is due (its delay, plus any backward step of the broker's clock).
+    pub drain_wait_ms: u64,
+}
+
+/// Delayed messages in a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delays {
+    /// Every message is for now.
+    Off,
+    /// About half the messages ask for a delay (a delay level of 1 s, 5 s
+    /// or 10 s); they reach their queue later, at an offset of their own,
+    /// and never before their delay has passed.
+    On,
+    /// Mutant: like `On`, but a delayed message asks the broker for the
+    /// shortest delay while the history records the delay it meant — the
+    /// broker, as the oracle sees it, delivers early.
+    MutantEarly,
 }
 
 /// One injected fault.
@@ -114,6 +134,12 @@ pub enum Fault {
     IsolateBroker,
     /// Heal that isolation.
     RejoinBroker,
+    /// Step the first broker's wall clock by `by_ms` (an NTP jump; a
+    /// negative step moves it back). Monotonic time is untouched.
+    StepBrokerClock {
+        /// The step, in milliseconds.
+        by_ms: i64,
+    },
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -171,6 +197,8 @@ fn workload(seed: u64) -> Workload {
         long_poll_consumers: false,
         group_members: 0,
         lossy_group_handler: false,
+        delays: Delays::Off,
+        drain_wait_ms: 0,
     }
 }
 
@@ -182,6 +210,11 @@ impl Workload {
         u64::from(self.messages_per_producer) * (self.send_gap_ms_max / 2 + 4)
     }
 }
+
+/// The longest delay of a delayed message (delay level 3).
+pub const DELAY_MS_MAX: u64 = 10_000;
+/// The largest step of the broker's clock in `clock_skew_delays`.
+const CLOCK_STEP_MS_MAX: i64 = 5_000;
 
 /// About when the first master has an in-sync replica and producers get
 /// acknowledgements (a controller election, the first broker's heartbeat,
@@ -341,6 +374,38 @@ impl Plan {
                 fault: Fault::RepairConsumers,
             },
         ];
+        Self::new(seed, workload, faults, None)
+    }
+
+    /// Scenario `clock_skew_delays`: about half the messages are delayed
+    /// (levels of 1–10 s) and long-polling consumers read every queue while
+    /// the broker's wall clock is stepped 1–3 times, forward or back by up
+    /// to 5 s; per seed the broker also loses power and restarts. No
+    /// delayed message may be lost, and none may arrive earlier than its
+    /// delay minus the forward steps of the broker's clock.
+    pub fn clock_skew(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.delays = Delays::On;
+        workload.long_poll_consumers = true;
+        let mut rng = substream(seed, Salt::Faults);
+        let window_ms = workload.expected_ms().max(60) + DELAY_MS_MAX;
+        let mut faults = Vec::new();
+        let mut back_ms = 0;
+        for _ in 0..rng.random_range(1..=3) {
+            let by_ms = rng.random_range(-CLOCK_STEP_MS_MAX..=CLOCK_STEP_MS_MAX);
+            back_ms += by_ms.min(0).unsigned_abs();
+            faults.push(TimedFault {
+                at_ms: rng.random_range(20..=window_ms),
+                fault: Fault::StepBrokerClock { by_ms },
+            });
+        }
+        if rng.random_bool(0.5) {
+            let at_ms = rng.random_range(20..=window_ms);
+            push_crash(&mut faults, at_ms, true);
+            push_restart(&mut faults, at_ms + rng.random_range(50..=2_000));
+        }
+        faults.sort_by_key(|f| f.at_ms);
+        workload.drain_wait_ms = DELAY_MS_MAX + back_ms + 2_000;
         Self::new(seed, workload, faults, None)
     }
 
@@ -569,6 +634,13 @@ impl Plan {
     #[must_use]
     pub fn without_flush_wait(mut self) -> Self {
         self.workload.wait_for_flush = false;
+        self
+    }
+
+    /// The same plan with delayed messages delivered early (a mutant).
+    #[must_use]
+    pub fn with_early_delays(mut self) -> Self {
+        self.workload.delays = Delays::MutantEarly;
         self
     }
 

@@ -51,12 +51,14 @@ pub enum Family {
     Failover,
     /// [`Plan::isolated_master`]: the master cut off from its group.
     IsolatedMaster,
+    /// [`Plan::clock_skew`]: delayed messages while the broker's clock jumps.
+    ClockSkew,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 12] = [
+pub const FAMILIES: [(Family, u32); 13] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -69,10 +71,11 @@ pub const FAMILIES: [(Family, u32); 12] = [
     (Family::ReplicasAcrossCrashes, 2),
     (Family::Failover, 1),
     (Family::IsolatedMaster, 1),
+    (Family::ClockSkew, 2),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 22;
+pub const WEIGHT_TOTAL: u32 = 24;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -90,6 +93,7 @@ impl Family {
             Self::ReplicasAcrossCrashes => "replicas_across_crashes",
             Self::Failover => "failover",
             Self::IsolatedMaster => "isolated_master",
+            Self::ClockSkew => "clock_skew_delays",
         }
     }
 
@@ -110,6 +114,7 @@ impl Family {
             Self::ReplicasAcrossCrashes => Plan::replicas_across_crashes(seed),
             Self::Failover => Plan::failover(seed),
             Self::IsolatedMaster => Plan::isolated_master(seed),
+            Self::ClockSkew => Plan::clock_skew(seed),
         }
     }
 
@@ -130,7 +135,8 @@ impl Family {
             | Self::ProducerRetry
             | Self::LongPollPartition
             | Self::GroupConsumption
-            | Self::ReplicasAcrossCrashes => Flush::Sync,
+            | Self::ReplicasAcrossCrashes
+            | Self::ClockSkew => Flush::Sync,
         }
     }
 

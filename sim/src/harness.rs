@@ -13,7 +13,7 @@ use sluice_node::broker::{Broker, BrokerConfig, ReplicationConfig, ReplicationMo
 use sluice_node::controller::{Controller, ControllerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
 
-use crate::clock::SimClock;
+use crate::clock::{SimClock, Skew};
 
 /// Host name of the name server.
 pub const NAMESRV: &str = "namesrv";
@@ -84,8 +84,8 @@ pub fn slow_syncs(disk: &SimDisk) {
 
 /// Starts the broker host on `disk`; every (re)start opens the store from
 /// what the disk holds, recovering it.
-pub fn add_broker(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, config: &BrokerConfig, skew_ms: i64) {
-    add_broker_host(sim, BROKER, disk, config, skew_ms);
+pub fn add_broker(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, config: &BrokerConfig, skew: &Skew) {
+    add_broker_host(sim, BROKER, disk, config, skew);
 }
 
 /// Starts a broker on host `host` (the first broker or a replica).
@@ -94,9 +94,9 @@ pub fn add_broker_host(
     host: &str,
     disk: &SimDisk,
     config: &BrokerConfig,
-    skew_ms: i64,
+    skew: &Skew,
 ) {
-    add_broker_host_after(sim, host, disk, config, skew_ms, Duration::ZERO);
+    add_broker_host_after(sim, host, disk, config, skew, Duration::ZERO);
 }
 
 /// Like [`add_broker_host`], the broker's first start `delay` late (so,
@@ -106,15 +106,17 @@ pub fn add_broker_host_after(
     host: &str,
     disk: &SimDisk,
     config: &BrokerConfig,
-    skew_ms: i64,
+    skew: &Skew,
     delay: Duration,
 ) {
     let disk = disk.clone();
+    let skew = skew.clone();
     let config = config.clone();
     let name = host.to_owned();
     let first_start = std::rc::Rc::new(std::cell::Cell::new(true));
     sim.host(host, move || {
         let disk = disk.clone();
+        let skew = skew.clone();
         let mut config = config.clone();
         let wait = if first_start.replace(false) {
             delay
@@ -126,7 +128,7 @@ pub fn add_broker_host_after(
         config.advertised_addr = Some(format!("{}:{BROKER_PORT}", turmoil::lookup(name.as_str())));
         async move {
             tokio::time::sleep(wait).await;
-            let broker = Broker::open(disk, SimClock::new(skew_ms), config).await?;
+            let broker = Broker::open(disk, SimClock::with_skew(skew), config).await?;
             broker
                 .serve(TurmoilTransport, std::future::pending(), |_| {})
                 .await?;

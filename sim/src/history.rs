@@ -21,6 +21,25 @@ pub enum Event {
         /// Target queue.
         queue: i32,
     },
+    /// The message `id` about to be sent asks for delivery `delay_ms` after
+    /// it is stored: its acknowledgement names a position in the broker's
+    /// schedule queue, and it reaches its own queue later, at an offset of
+    /// its own. Recorded once, before its first send.
+    Deferred {
+        /// Message id.
+        id: MessageId,
+        /// The delay it asked for.
+        delay_ms: u64,
+    },
+    /// The local transaction of `id` (sent as a half message, recorded
+    /// with a `Deferred` of no delay) commits or rolls back. Decided before
+    /// the half is sent; a check-back gets the same answer.
+    TxnDecided {
+        /// Message id.
+        id: MessageId,
+        /// Commit (else roll back).
+        commit: bool,
+    },
     /// The broker acknowledged `id` at `(queue, queue_offset)`.
     SendOk {
         /// Message id.

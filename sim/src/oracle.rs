@@ -13,7 +13,7 @@ mod group;
 pub mod replicas;
 mod timing;
 pub use group::{check_group, GroupBounds};
-pub use timing::{acks_after_fence, late_deliveries, WakeupBounds};
+pub use timing::{acks_after_fence, early_deliveries, late_deliveries, WakeupBounds};
 
 /// What the oracle may assume about the broker under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +144,24 @@ pub enum Violation {
     /// Replicas disagree, did not catch up, or a SYNC master acknowledged
     /// without its replica.
     Replica(replicas::ReplicaViolation),
+    /// A transactional message whose local transaction rolled back (or a
+    /// half never committed) was read.
+    RolledBackVisible {
+        /// The message.
+        id: MessageId,
+        /// Where it was read.
+        at: (i32, u64),
+    },
+    /// A delayed message was read before its delay had passed (less the
+    /// forward steps of the broker's clock).
+    EarlyDelivery {
+        /// The message.
+        id: MessageId,
+        /// Its first send plus its delay, in simulated ms.
+        due_ms: u64,
+        /// When it was read.
+        read_ms: u64,
+    },
     /// After the liveness phase a queue has no owner or several.
     AssignmentNotConverged {
         /// The queue.
@@ -171,6 +189,13 @@ enum Outcome {
 /// One message id: a producer may send it several times (retries).
 struct Send {
     producer: u32,
+    /// A delayed message: acknowledged in the schedule queue, read later
+    /// at a position of its own (so only "read somewhere" is checked).
+    /// Transactional messages are deferred too (their half is acked).
+    deferred: bool,
+    /// A transactional message whose local transaction rolled back: it
+    /// must never be read.
+    rolled_back: bool,
     /// The last attempt's outcome (a producer stops retrying once acked).
     outcome: Outcome,
     /// Some attempt's outcome was unknown: the id may be stored more than
@@ -210,7 +235,12 @@ pub struct Verdict {
 pub fn check(events: &[Event], config: OracleConfig) -> Verdict {
     let (sends, ack_order) = sends(events);
     let (positions, reads, mut violations) = reads(events);
-    violations.extend(check_reads(&sends, &reads));
+    // A crash may repeat a delayed delivery made after the last persisted
+    // schedule progress (at-least-once, documented).
+    let crashed = events
+        .iter()
+        .any(|e| matches!(e, Event::Fault { description } if description.starts_with("Crash")));
+    violations.extend(check_reads(&sends, &reads, crashed));
     if config.acked_must_survive {
         violations.extend(check_acks(&sends, &ack_order, &positions, &reads));
     }
@@ -244,11 +274,27 @@ fn count(sends: &BTreeMap<MessageId, Send>, pred: impl Fn(Outcome) -> bool) -> u
 fn sends(events: &[Event]) -> (BTreeMap<MessageId, Send>, Vec<MessageId>) {
     let mut sends = BTreeMap::new();
     let mut ack_order = Vec::new();
+    let deferred: BTreeSet<&MessageId> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Deferred { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    let rolled_back: BTreeSet<&MessageId> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::TxnDecided { id, commit: false } => Some(id),
+            _ => None,
+        })
+        .collect();
     for e in events {
         match e {
             Event::SendInvoke { producer, id, .. } => {
                 let send = sends.entry(id.clone()).or_insert(Send {
                     producer: *producer,
+                    deferred: deferred.contains(id),
+                    rolled_back: rolled_back.contains(id),
                     outcome: Outcome::Pending,
                     maybe_stored: false,
                 });
@@ -324,8 +370,9 @@ fn reads(events: &[Event]) -> (Positions, Reads, Vec<Violation>) {
 }
 
 /// No message read that was never sent or that definitely failed; no
-/// duplicate without an indeterminate send.
-fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads) -> Vec<Violation> {
+/// duplicate without an indeterminate send (or, for a delayed message, a
+/// broker crash).
+fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads, crashed: bool) -> Vec<Violation> {
     let mut out = Vec::new();
     for (id, at) in reads {
         let first = *at
@@ -339,6 +386,13 @@ fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads) -> Vec<Violatio
             });
             continue;
         };
+        if send.rolled_back {
+            out.push(Violation::RolledBackVisible {
+                id: id.clone(),
+                at: first,
+            });
+            continue;
+        }
         if send.maybe_stored {
             continue;
         }
@@ -347,7 +401,7 @@ fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads) -> Vec<Violatio
                 id: id.clone(),
                 at: first,
             });
-        } else if at.len() > 1 {
+        } else if at.len() > 1 && !(send.deferred && crashed) {
             out.push(Violation::Duplicate {
                 id: id.clone(),
                 at: at.iter().copied().collect(),
@@ -366,9 +420,20 @@ fn check_acks(
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     for id in ack_order {
-        let Some(Outcome::Ok(queue, queue_offset)) = sends.get(id).map(|s| s.outcome) else {
+        let Some(send) = sends.get(id) else { continue };
+        let Outcome::Ok(queue, queue_offset) = send.outcome else {
             continue;
         };
+        if send.deferred {
+            if !send.rolled_back && !reads.contains_key(id) {
+                out.push(Violation::LostAck {
+                    id: id.clone(),
+                    queue,
+                    queue_offset,
+                });
+            }
+            continue;
+        }
         match (positions.get(&(queue, queue_offset)), reads.get(id)) {
             (Some(other), _) if other != id => out.push(Violation::InconsistentOffset {
                 queue,
@@ -419,6 +484,9 @@ fn check_fifo(sends: &BTreeMap<MessageId, Send>, ack_order: &[MessageId]) -> Vec
         let Outcome::Ok(queue, offset) = s.outcome else {
             continue;
         };
+        if s.deferred {
+            continue;
+        }
         if let Some((prev_offset, prev_id)) = last.get(&(s.producer, queue)) {
             if offset <= *prev_offset {
                 out.push(Violation::NonFifo {

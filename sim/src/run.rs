@@ -13,6 +13,7 @@ use scenarios::{substream, Fault, Plan, Salt};
 use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
+use crate::clock::Skew;
 use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
     add_broker, add_broker_host_after, add_controller, add_namesrv, broker_config, builder,
@@ -20,7 +21,9 @@ use crate::harness::{
 };
 use crate::history::{trace_hash, Entry, Event, History};
 use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
-use crate::oracle::{check, check_group, GroupBounds, OracleConfig, Verdict, Violation};
+use crate::oracle::{
+    check, check_group, early_deliveries, GroupBounds, OracleConfig, Verdict, Violation,
+};
 use crate::workload::{drain, long_poll, produce};
 
 /// With a consumer group, the broker drops a member silent this long (at
@@ -112,10 +115,12 @@ pub fn run_plan(
     }
     let controllers = add_controllers(&mut sim, plan);
     let replicas = add_replicas(&mut sim, plan, &mut config);
-    add_broker(&mut sim, &disk, &config, plan.broker_skew_ms);
+    let broker_skew = Skew::new(plan.broker_skew_ms);
+    add_broker(&mut sim, &disk, &config, &broker_skew);
     let progress = start_clients(&mut sim, plan, &history);
     let disks = Disks {
         broker: &disk,
+        broker_skew: &broker_skew,
         replicas: &replicas,
         controllers: &controllers,
     };
@@ -134,7 +139,14 @@ pub fn run_plan(
             );
         }
     }
-    sim.client("drain", drain(plan.workload.queues, history.clone()));
+    sim.client(
+        "drain",
+        drain(
+            plan.workload.queues,
+            plan.workload.drain_wait_ms,
+            history.clone(),
+        ),
+    );
     sim.run().map_err(|e| format!("drain phase: {e}"))?;
     if !replicas.is_empty() {
         // A quiet spell: replicas fetch whatever the drain left behind.
@@ -149,25 +161,16 @@ pub fn run_plan(
     let entries = history.entries();
     let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
     let mut verdict = check(&events, oracle);
+    verdict
+        .violations
+        .extend(early_deliveries(&entries, forward_steps_ms(plan)));
     if group {
         let bounds = group_bounds(plan, GROUP_OFFSET_PERSIST_MS + OFFSET_PERSIST_SLACK_MS);
         verdict.violations.extend(check_group(&entries, &bounds));
     }
-    if let Some(set) = plan.replication {
-        let mut logs = vec![log_image(BROKER, &disk, &config)?];
-        for (i, d) in replicas.iter().enumerate() {
-            let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
-            logs.push(log_image(&host, d, &config)?);
-        }
-        let mut found = check_agreement(&logs);
-        found.extend(check_caught_up(&logs));
-        if set.sync && set.replicas == 1 {
-            found.extend(acks_without_replica(&entries, &replica_cuts(plan)));
-        }
-        verdict
-            .violations
-            .extend(found.into_iter().map(Violation::Replica));
-    }
+    verdict.violations.extend(replica_violations(
+        plan, &disk, &replicas, &config, &entries,
+    )?);
     let report = RunReport {
         plan: plan.clone(),
         trace_hash: trace_hash(&entries, end_ms),
@@ -236,6 +239,7 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
 /// The disks of a run's hosts, which outlive them.
 struct Disks<'a> {
     broker: &'a SimDisk,
+    broker_skew: &'a Skew,
     replicas: &'a [SimDisk],
     controllers: &'a [SimDisk],
 }
@@ -303,6 +307,7 @@ fn safety_phase(
                 Fault::RestartController { controller } => sim.bounce(controller_host(controller)),
                 Fault::IsolateBroker => each_peer(disks, |peer| sim.partition(BROKER, peer)),
                 Fault::RejoinBroker => each_peer(disks, |peer| sim.repair(BROKER, peer)),
+                Fault::StepBrokerClock { by_ms } => disks.broker_skew.step(by_ms),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -396,12 +401,37 @@ fn add_replicas(
                 &replica_host(i),
                 &disk,
                 &rc,
-                plan.broker_skew_ms,
+                &Skew::new(plan.broker_skew_ms),
                 delay,
             );
             disk
         })
         .collect()
+}
+
+/// With replicas: the logs must agree and be caught up, and a SYNC master
+/// with one replica must not acknowledge while it is cut off.
+fn replica_violations(
+    plan: &Plan,
+    disk: &SimDisk,
+    replicas: &[SimDisk],
+    config: &sluice_node::broker::BrokerConfig,
+    entries: &[Entry],
+) -> Result<Vec<Violation>, String> {
+    let Some(set) = plan.replication else {
+        return Ok(Vec::new());
+    };
+    let mut logs = vec![log_image(BROKER, disk, config)?];
+    for (i, d) in replicas.iter().enumerate() {
+        let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
+        logs.push(log_image(&host, d, config)?);
+    }
+    let mut found = check_agreement(&logs);
+    found.extend(check_caught_up(&logs));
+    if set.sync && set.replicas == 1 {
+        found.extend(acks_without_replica(entries, &replica_cuts(plan)));
+    }
+    Ok(found.into_iter().map(Violation::Replica).collect())
 }
 
 /// The windows during which the first replica was cut off from the master.
@@ -513,6 +543,19 @@ fn group_bounds(plan: &Plan, persisted_after_ms: u64) -> GroupBounds {
         outages_ms,
         persisted_after_ms,
     }
+}
+
+/// How far the broker's clock was stepped forward in all: a delayed
+/// message may be delivered that much early (by the broker's clock it was
+/// not). Only the sum bounds it: steps may add up while one waits.
+fn forward_steps_ms(plan: &Plan) -> u64 {
+    plan.faults
+        .iter()
+        .filter_map(|f| match f.fault {
+            Fault::StepBrokerClock { by_ms } => u64::try_from(by_ms).ok(),
+            _ => None,
+        })
+        .sum()
 }
 
 fn fault_event(description: &str) -> Event {

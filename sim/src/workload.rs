@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use rand::Rng;
-use scenarios::{substream, Salt, Workload};
+use scenarios::{substream, Delays, Salt, Workload};
 use sluice_client::consumer::api::PULL_BATCH_DEFAULT;
 use sluice_client::{Message, Producer, ProducerConfig, PullConsumer, Subscription};
 use sluice_core::message::keys;
@@ -36,6 +36,10 @@ const DRAIN_BACKOFF: Duration = Duration::from_millis(250);
 pub const LONG_POLL_HOLD: Duration = Duration::from_secs(3);
 /// Pause after a failed long poll.
 const POLL_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The broker's first delay levels (`1s 5s 10s`): what a delayed message
+/// of the workload asks for.
+const DELAY_LEVEL_MS: [u64; 3] = [1_000, 5_000, 10_000];
 
 /// Producer `producer`: sends `messages_per_producer` fresh ids one at a
 /// time, each to queue `(producer + k) % queues`, re-sending an id that was
@@ -70,6 +74,19 @@ pub async fn produce(
         let mut message = Message::new(TOPIC, id.clone());
         if !workload.wait_for_flush {
             message.set_property(keys::WAIT, "false");
+        }
+        if workload.delays != Delays::Off && rng.random_bool(0.5) {
+            let level = rng.random_range(1..=DELAY_LEVEL_MS.len());
+            let asked = if workload.delays == Delays::MutantEarly {
+                1
+            } else {
+                level
+            };
+            message = message.with_delay_level(u32::try_from(asked).unwrap_or(1));
+            history.record(Event::Deferred {
+                id: id.clone(),
+                delay_ms: DELAY_LEVEL_MS[level - 1],
+            });
         }
         for _attempt in 0..=workload.retries_max {
             history.record(Event::SendInvoke {
@@ -161,9 +178,11 @@ pub async fn long_poll(
     }
 }
 
-/// Reads every queue from offset 0 until the broker reports its end,
-/// retrying while the broker is unreachable or recovering.
-pub async fn drain(queues: i32, history: History) -> turmoil::Result {
+/// Waits `wait_ms` (so every delayed message is due), then reads every
+/// queue from offset 0 until the broker reports its end, retrying while
+/// the broker is unreachable or recovering.
+pub async fn drain(queues: i32, wait_ms: u64, history: History) -> turmoil::Result {
+    tokio::time::sleep(Duration::from_millis(wait_ms)).await;
     let client = client("drain", 300, |_| {});
     if !await_broker(&client).await {
         for queue in 0..queues.max(1) {

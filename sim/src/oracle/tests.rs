@@ -384,3 +384,146 @@ fn deliveries_past_the_bound_or_missing_are_late() {
         ]
     );
 }
+
+fn deferred(id: &str, delay_ms: u64) -> Event {
+    Event::Deferred {
+        id: id.into(),
+        delay_ms,
+    }
+}
+
+#[test]
+fn a_delayed_message_must_be_read_somewhere_but_not_where_it_was_acked() {
+    // "d" was acked at offset 7 of the schedule queue and lands at 1.
+    let h = vec![
+        invoke(0, "a", 0),
+        ok("a", 0, 0),
+        deferred("d", 1_000),
+        invoke(0, "d", 0),
+        ok("d", 0, 7),
+        invoke(0, "b", 0),
+        ok("b", 0, 1),
+        poll(0, &[(0, "a"), (1, "b"), (2, "d")]),
+    ];
+    // Stored after "b" although acked before it: no FIFO break either.
+    assert_eq!(violations(&h), vec![]);
+    let lost = vec![
+        deferred("d", 1_000),
+        invoke(0, "d", 0),
+        ok("d", 0, 7),
+        poll(0, &[]),
+    ];
+    assert_eq!(
+        violations(&lost),
+        vec![Violation::LostAck {
+            id: "d".into(),
+            queue: 0,
+            queue_offset: 7
+        }]
+    );
+}
+
+#[test]
+fn a_delayed_message_may_repeat_only_after_a_crash() {
+    let twice = vec![
+        deferred("d", 1_000),
+        invoke(0, "d", 0),
+        ok("d", 0, 0),
+        poll(0, &[(0, "d"), (1, "d")]),
+    ];
+    assert_eq!(
+        violations(&twice),
+        vec![Violation::Duplicate {
+            id: "d".into(),
+            at: vec![(0, 0), (0, 1)]
+        }]
+    );
+    let mut crashed = twice.clone();
+    crashed.insert(
+        3,
+        Event::Fault {
+            description: "CrashBroker { power_loss: true }".into(),
+        },
+    );
+    assert_eq!(violations(&crashed), vec![]);
+}
+
+#[test]
+fn a_delayed_message_read_before_its_delay_less_the_allowance_is_early() {
+    let entries = vec![
+        at(0, deferred("d", 5_000)),
+        at(100, invoke(0, "d", 0)),
+        at(110, ok("d", 0, 0)),
+        // A retry's invoke does not move the due time later.
+        at(200, invoke(0, "d", 0)),
+        at(4_000, delivered(0, &[(0, "d")])),
+    ];
+    assert_eq!(
+        early_deliveries(&entries, 0),
+        vec![Violation::EarlyDelivery {
+            id: "d".into(),
+            due_ms: 5_100,
+            read_ms: 4_000
+        }]
+    );
+    // Within the clock's forward steps, or on time: fine.
+    assert_eq!(early_deliveries(&entries, 1_100), vec![]);
+    let on_time = vec![
+        at(0, deferred("d", 5_000)),
+        at(100, invoke(0, "d", 0)),
+        at(5_100, delivered(0, &[(0, "d")])),
+    ];
+    assert_eq!(early_deliveries(&on_time, 0), vec![]);
+}
+
+fn decided(id: &str, commit: bool) -> Event {
+    Event::TxnDecided {
+        id: id.into(),
+        commit,
+    }
+}
+
+#[test]
+fn committed_transactions_must_be_read_and_rolled_back_ones_never() {
+    let h = vec![
+        deferred("c", 0),
+        decided("c", true),
+        invoke(0, "c", 0),
+        ok("c", 0, 0),
+        deferred("r", 0),
+        decided("r", false),
+        invoke(0, "r", 0),
+        ok("r", 0, 1),
+        poll(0, &[(0, "c")]),
+    ];
+    assert_eq!(violations(&h), vec![]);
+    let visible = vec![
+        deferred("r", 0),
+        decided("r", false),
+        invoke(0, "r", 0),
+        info("r"),
+        poll(0, &[(0, "r")]),
+    ];
+    assert_eq!(
+        violations(&visible),
+        vec![Violation::RolledBackVisible {
+            id: "r".into(),
+            at: (0, 0)
+        }]
+    );
+    let lost = vec![
+        deferred("c", 0),
+        decided("c", true),
+        invoke(0, "c", 0),
+        ok("c", 0, 4),
+        poll(0, &[]),
+    ];
+    assert_eq!(
+        violations(&lost),
+        vec![Violation::LostAck {
+            id: "c".into(),
+            queue: 0,
+            queue_offset: 4
+        }]
+    );
+}

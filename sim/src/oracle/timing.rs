@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::{Entry, Event, MessageId};
+use crate::oracle::Violation;
 
 /// Messages acknowledged although they were sent after the client had seen
 /// the broker fenced (an event matching `fenced`) and before `until_ms`
@@ -82,4 +83,44 @@ pub fn late_deliveries(
         }
     }
     late
+}
+
+/// Delayed messages read before their delay had passed: earlier than their
+/// first send plus the delay, less `allowance_ms` (the forward steps of the
+/// broker's clock). Every read counts — a long poll reads a delivery within
+/// milliseconds, so an early delivery shows as an early read.
+pub fn early_deliveries(entries: &[Entry], allowance_ms: u64) -> Vec<Violation> {
+    let mut first_invoke: BTreeMap<&MessageId, u64> = BTreeMap::new();
+    let mut delay: BTreeMap<&MessageId, u64> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut reported = BTreeSet::new();
+    for e in entries {
+        match &e.event {
+            Event::Deferred { id, delay_ms } => {
+                delay.insert(id, *delay_ms);
+            }
+            Event::SendInvoke { id, .. } => {
+                first_invoke.entry(id).or_insert(e.at_ms);
+            }
+            Event::Poll { records, .. }
+            | Event::Delivered { records, .. }
+            | Event::Consumed { records, .. } => {
+                for (_, id) in records {
+                    let (Some(sent), Some(d)) = (first_invoke.get(id), delay.get(id)) else {
+                        continue;
+                    };
+                    let due_ms = sent + d;
+                    if e.at_ms + allowance_ms < due_ms && reported.insert(id) {
+                        out.push(Violation::EarlyDelivery {
+                            id: id.clone(),
+                            due_ms,
+                            read_ms: e.at_ms,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
