@@ -428,3 +428,91 @@ async fn pending_halves_are_reported_per_real_topic() {
     admin.client().shutdown().await;
     c.shutdown().await;
 }
+
+/// Stops `node` and starts a new one on the same data (new ports).
+fn relaunch(mut node: Node, dir: &std::path::Path) -> Node {
+    node.stop();
+    drop(node);
+    Node::start_with_config(dir, "async", BROKER_TOML)
+}
+
+/// `half` as seen through `node` (same offsets, that node's address).
+fn at(node: &Node, half: &HalfMessage) -> HalfMessage {
+    HalfMessage {
+        broker_addr: node.broker.clone(),
+        ..half.clone()
+    }
+}
+
+async fn end_eventually(
+    p: &TransactionProducer<TokioTransport, SystemClock>,
+    half: &HalfMessage,
+    state: LocalTransactionState,
+) {
+    wait_for(Duration::from_secs(15), || async {
+        p.end_transaction(half, state).await.is_ok()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_or_bogus_tracker_snapshot_never_redelivers_or_loses_a_half() {
+    use LocalTransactionState::{Commit, Unknown};
+    let (dir, node) = start().await;
+    let snapshot = dir.path().join("config/transactions.json");
+    let c = client(&node, "tx8");
+    let p = producer(&c, "txg", Scripted::new(Unknown, Unknown));
+    let one = p
+        .send_half(&Message::new(TOPIC, "one"))
+        .await
+        .expect("half");
+    p.end_transaction(&one, Commit).await.expect("commit one");
+    let two = p
+        .send_half(&Message::new(TOPIC, "two"))
+        .await
+        .expect("half");
+    c.shutdown().await;
+    // A clean stop writes the snapshot: `one` committed, `two` open.
+    let node = relaunch(node, dir.path());
+    let stale = std::fs::read(&snapshot).expect("snapshot written at shutdown");
+    let c = client(&node, "tx8b");
+    let p = producer(&c, "txg", Scripted::new(Unknown, Unknown));
+    end_eventually(&p, &at(&node, &two), Commit).await;
+    assert_eq!(bodies(&delivered(&node).await), ["one", "two"]);
+    c.shutdown().await;
+
+    // Put the older snapshot back: it still shows `two` open, but the op
+    // record after its cursor resolves it, so a duplicate stores nothing.
+    let mut node = node;
+    node.stop();
+    std::fs::write(&snapshot, &stale).expect("write stale snapshot");
+    let node = Node::start_with_config(dir.path(), "async", BROKER_TOML);
+    let c = client(&node, "tx8c");
+    let p = producer(&c, "txg", Scripted::new(Unknown, Unknown));
+    end_eventually(&p, &at(&node, &two), Commit).await;
+    assert_eq!(bodies(&delivered(&node).await), ["one", "two"]);
+    c.shutdown().await;
+
+    // A snapshot ahead of the store (cursors past the queues' ends) is
+    // dropped for a rescan: nothing it claims is trusted.
+    let mut node = node;
+    node.stop();
+    std::fs::write(
+        &snapshot,
+        br#"{"scanStart":0,"halfNext":50,"opNext":50,"open":{},"resolved":{"40":"commit"}}"#,
+    )
+    .expect("write bogus snapshot");
+    let node = Node::start_with_config(dir.path(), "async", BROKER_TOML);
+    let c = client(&node, "tx8d");
+    let p = producer(&c, "txg", Scripted::new(Unknown, Unknown));
+    end_eventually(&p, &at(&node, &one), Commit).await;
+    let three = p
+        .send_half(&Message::new(TOPIC, "three"))
+        .await
+        .expect("half");
+    p.end_transaction(&three, Commit)
+        .await
+        .expect("commit three");
+    assert_eq!(bodies(&delivered(&node).await), ["one", "two", "three"]);
+    c.shutdown().await;
+}

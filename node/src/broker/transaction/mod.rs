@@ -342,6 +342,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     pub async fn persist_transactions(&self) {
         let txs = self.transactions();
         let _one_writer = txs.persist.lock().await;
+        txs.catch_up(self.store());
         let Some((version, json)) = txs.unpersisted() else {
             return;
         };
