@@ -516,3 +516,25 @@ async fn a_stale_or_bogus_tracker_snapshot_never_redelivers_or_loses_a_half() {
     assert_eq!(bodies(&delivered(&node).await), ["one", "two", "three"]);
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_sends_to_the_transaction_topics_are_refused() {
+    let (_dir, node) = start().await;
+    let raw = support::Client::new(&node.broker);
+    for topic in [
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        CHECK_MAX_TOPIC,
+    ] {
+        let sent = raw.send(topic, 0, b"0", "k", "d").await.expect("answer");
+        assert_eq!(
+            sent.code,
+            sluice_net::remoting::response_code::NO_PERMISSION,
+            "{topic}"
+        );
+        assert!(sent
+            .remark
+            .as_deref()
+            .is_some_and(|r| r.contains("reserved")));
+    }
+}

@@ -65,6 +65,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         }
         queue_id = 0;
     }
+    if let Some(refused) = super::send_half::refuse_reserved(&topic) {
+        return refused;
+    }
     let Some(tc) = resolve_topic(b, &topic, &h).await else {
         return fail(
             response_code::TOPIC_NOT_EXIST,

@@ -5,6 +5,7 @@
 //! id.
 
 use sluice_core::disk::Disk;
+use sluice_core::message::topic::{HALF_TOPIC, OP_HALF_TOPIC};
 use sluice_core::message::{offset_msg_id, MessageInput, Properties};
 use sluice_core::Clock;
 use sluice_net::header::SendMessageResponseHeader;
@@ -15,6 +16,19 @@ use super::send::replicated;
 use crate::broker::response::{fail, store_error_response};
 use crate::broker::transaction::records;
 use crate::broker::Broker;
+
+/// Sends straight to the transaction topics are refused: a forged op
+/// record would resolve someone else's transaction.
+pub(super) fn refuse_reserved(topic: &str) -> Option<RemotingCommand> {
+    [HALF_TOPIC, OP_HALF_TOPIC, records::CHECK_MAX_TOPIC]
+        .contains(&topic)
+        .then(|| {
+            fail(
+                response_code::NO_PERMISSION,
+                format!("[sluice] topic {topic} is reserved for transactional messages; send with sysFlag PREPARED instead"),
+            )
+        })
+}
 
 /// Stores the PREPARED send `req` (its header already read into
 /// `template`) as a half.
