@@ -86,6 +86,21 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         }
     }
     let host = b.store_host();
+    if b.commit_already_stored(&rec, origin) {
+        // A crash lost the op record after the commit: restore the op
+        // record only, then answer as for any later END.
+        let op = records::op_record(origin, Outcome::Commit, host, b.now_ms());
+        return match b.store().put(op, true).await {
+            Ok(_) => {
+                b.transactions().release(origin, Some(Outcome::Commit));
+                not_open(b, TxState::Resolved(Outcome::Commit), outcome).await
+            }
+            Err(e) => {
+                b.transactions().release(origin, None);
+                store_error_response(&e)
+            }
+        };
+    }
     let op = records::op_record(origin, outcome, host, b.now_ms());
     let stored = match outcome {
         Outcome::Commit => match records::committed(&rec, host) {

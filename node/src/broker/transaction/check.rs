@@ -54,13 +54,7 @@ async fn check_due<D: Disk, C: Clock>(b: &Broker<D, C>) {
             }
             continue;
         }
-        if b.clients().producer_connection(&open.group).is_none() {
-            // Nobody to ask: not counted as a check, asked again later.
-            b.transactions()
-                .defer(origin, now_ms.saturating_add(interval_ms));
-            continue;
-        }
-        if let Err(e) = check_one(b, origin).await {
+        if let Err(e) = check_one(b, origin, now_ms.saturating_add(interval_ms)).await {
             tracing::warn!(error = %e, origin, "transaction check failed; retrying next pass");
             return;
         }
@@ -96,12 +90,36 @@ fn claim_half<D: Disk, C: Clock>(
     Ok(None)
 }
 
-/// Re-puts the half one check further and asks a producer about it.
-async fn check_one<D: Disk, C: Clock>(b: &Broker<D, C>, origin: u64) -> Result<(), String> {
+/// Re-puts the half one check further and asks a producer about it; with
+/// no producer of the group connected, postpones it to `later_ms` (not
+/// counted as a check).
+async fn check_one<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    origin: u64,
+    later_ms: u64,
+) -> Result<(), String> {
     let Some((open, rec)) = claim_half(b, origin)? else {
         return Ok(());
     };
     let host = b.store_host();
+    if b.commit_already_stored(&rec, origin) {
+        // Committed, but the op record was lost (a crash between the two):
+        // write it instead of asking the producer again.
+        let op = records::op_record(origin, Outcome::Commit, host, b.now_ms());
+        let stored = b.store().put(op, true).await.map_err(|e| e.to_string());
+        let outcome = stored.is_ok().then_some(Outcome::Commit);
+        b.transactions().release(origin, outcome);
+        tracing::warn!(
+            origin,
+            "committed half had no op record; op record restored"
+        );
+        return stored.map(|_| ());
+    }
+    if b.clients().producer_connection(&open.group).is_none() {
+        b.transactions().defer(origin, later_ms);
+        b.transactions().release(origin, None);
+        return Ok(());
+    }
     let stored = match records::recheck_copy(&rec, origin, open.check_times + 1, host) {
         Ok(copy) => b.store().put(copy, false).await.map_err(|e| e.to_string()),
         Err(e) => Err(e.0),

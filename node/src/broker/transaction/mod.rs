@@ -27,9 +27,12 @@
 //! - Exactly once: an END, a duplicate END, or a late END naming any copy
 //!   resolves the *origin*; a transaction being resolved or re-put is
 //!   *claimed*, and every other END waits for the claim, then finds it
-//!   resolved and stores nothing.
+//!   resolved and stores nothing. A commit whose op record a crash lost is
+//!   found through the real topic's index ([`committed`]) before anything
+//!   is committed or checked again.
 
 pub(crate) mod check;
+mod committed;
 pub mod records;
 pub mod tracker;
 
