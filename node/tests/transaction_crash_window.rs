@@ -154,7 +154,7 @@ async fn a_commit_whose_op_record_was_lost_is_never_delivered_twice() {
     let second = send_half(&c, "second", "U-SECOND").await;
     store_commit_only(&b, second.1).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !b.transactions().pending_by_topic().is_empty() {
+    while !b.transactions().pending_by_topic(b.store()).is_empty() {
         assert!(tokio::time::Instant::now() < deadline, "still pending");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -169,7 +169,10 @@ async fn a_commit_whose_op_record_was_lost_is_never_delivered_twice() {
     // An open half with no commit stays open when nobody can be asked.
     let third = send_half(&c, "third", "U-THIRD").await;
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(b.transactions().pending_by_topic().get(TOPIC), Some(&1));
+    assert_eq!(
+        b.transactions().pending_by_topic(b.store()).get(TOPIC),
+        Some(&1)
+    );
     let r = end(&c, third, TRANSACTION_COMMIT_TYPE).await;
     assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
     assert_eq!(

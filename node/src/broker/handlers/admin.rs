@@ -88,7 +88,7 @@ fn runtime_info<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
     );
     put(
         "sluicePendingHalfMessages",
-        serde_json::to_string(&b.transactions().pending_by_topic()).unwrap_or_default(),
+        serde_json::to_string(&b.transactions().pending_by_topic(b.store())).unwrap_or_default(),
     );
     replication_info(b, &mut put);
     match body::encode(&table, "KvTable") {

@@ -195,8 +195,13 @@ impl Transactions {
         due
     }
 
-    /// Open transactions per real topic (for `GET_BROKER_RUNTIME_INFO`).
-    pub fn pending_by_topic(&self) -> BTreeMap<String, u64> {
+    /// Open transactions per real topic (for `GET_BROKER_RUNTIME_INFO`),
+    /// after catching up with the queues.
+    pub fn pending_by_topic<D: Disk, C: Clock>(
+        &self,
+        store: &MessageStore<D, C>,
+    ) -> BTreeMap<String, u64> {
+        self.catch_up(store);
         self.lock().tracker.pending_by_topic()
     }
 
