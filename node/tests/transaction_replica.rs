@@ -1,6 +1,6 @@
 //! Transactions on a replicated broker group (fixed roles, in this
 //! process): a replica derives the same open halves as its master from the
-//! replicated half and op queues, refuses END_TRANSACTION, and the
+//! replicated half and op queues, refuses `END_TRANSACTION`, and the
 //! committed message reaches it once.
 
 mod in_process;
