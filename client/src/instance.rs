@@ -8,15 +8,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_core::message::{java_string_hash, UniqKeyGenerator};
+use sluice_core::message::{java_string_hash, keys, StoredRecord, UniqKeyGenerator};
 use sluice_core::Clock;
 use sluice_net::body::{
     self, BrokerData, ConsumerData, HeartbeatData, ProducerData, ResetOffsetBody, TopicRouteData,
     MASTER_ID, PERM_READ, PERM_WRITE,
 };
 use sluice_net::header::{
-    CommandHeader, GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader,
-    ResetOffsetRequestHeader, UnregisterClientRequestHeader,
+    CheckTransactionStateRequestHeader, CommandHeader, EndTransactionRequestHeader,
+    GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader, ResetOffsetRequestHeader,
+    UnregisterClientRequestHeader,
 };
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext, RpcClient, Transport};
@@ -25,7 +26,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::message::MessageQueue;
+use crate::message::{MessageExt, MessageQueue};
+use crate::producer::transaction::{LocalTransactionState, TransactionListener};
 
 /// Shared state behind a [`ClientInstance`].
 struct Inner<T: Transport, C: Clock> {
@@ -60,6 +62,8 @@ pub(crate) type OffsetReset = BTreeMap<MessageQueue, i64>;
 struct Notices {
     rebalance: Mutex<BTreeMap<String, Arc<Notify>>>,
     resets: Mutex<BTreeMap<String, mpsc::UnboundedSender<OffsetReset>>>,
+    /// Per producer group, the listener answering `CHECK_TRANSACTION_STATE`.
+    transactions: Mutex<BTreeMap<String, Arc<dyn TransactionListener>>>,
 }
 
 impl Notices {
@@ -99,9 +103,9 @@ impl<T: Transport, C: Clock> ClientInstance<T, C> {
     pub fn new(transport: T, clock: C, config: ClientConfig) -> Self {
         let notices = Arc::new(Notices::default());
         let handler_notices = Arc::clone(&notices);
-        let handler = move |_ctx: RequestContext, request: RemotingCommand| {
+        let handler = move |ctx: RequestContext, request: RemotingCommand| {
             let notices = Arc::clone(&handler_notices);
-            async move { serve_broker_request(&notices, &request) }
+            async move { serve_broker_request(&ctx, &notices, &request) }
         };
         let rpc = RpcClient::with_handler(transport, config.rpc.clone(), handler);
         let tag = java_string_hash(&config.instance_name);
@@ -349,6 +353,15 @@ impl<T: Transport, C: Clock> ClientInstance<T, C> {
             .ok_or_else(|| Error::InvalidArgument(format!("broker `{broker_name}` has no master")))
     }
 
+    /// Makes `listener` answer the brokers' transaction checks for `group`.
+    pub(crate) fn register_transaction_listener(
+        &self,
+        group: &str,
+        listener: Arc<dyn TransactionListener>,
+    ) {
+        lock(&self.inner.notices.transactions).insert(group.to_owned(), listener);
+    }
+
     /// Registers a producer group for heartbeats.
     pub(crate) fn register_producer(&self, group: &str) {
         lock(&self.inner.state)
@@ -539,8 +552,16 @@ pub(crate) fn response_header<H: CommandHeader>(
 
 /// Serves what brokers ask of clients. A consumer-set change wakes the
 /// group's rebalance; everything else is not supported (yet).
-fn serve_broker_request(notices: &Notices, request: &RemotingCommand) -> Option<RemotingCommand> {
+fn serve_broker_request(
+    ctx: &RequestContext,
+    notices: &Notices,
+    request: &RemotingCommand,
+) -> Option<RemotingCommand> {
     match request.code {
+        request_code::CHECK_TRANSACTION_STATE => {
+            answer_transaction_check(ctx, notices, request);
+            None
+        }
         request_code::NOTIFY_CONSUMER_IDS_CHANGED => {
             if let Ok(h) = request.header::<NotifyConsumerIdsChangedRequestHeader>() {
                 notices.for_group(&h.consumer_group).notify_one();
@@ -572,6 +593,62 @@ fn serve_broker_request(notices: &Notices, request: &RemotingCommand) -> Option<
             format!("[sluice-client] request code {code} is not supported"),
         )),
     }
+}
+
+/// Asks the group's listener about a half the broker cannot resolve and
+/// answers with `END_TRANSACTION` (oneway, `fromTransactionCheck`) on the
+/// connection the check came on. A check for a group this client has no
+/// listener for, or one that cannot be read, is ignored (the broker asks
+/// again later).
+fn answer_transaction_check(ctx: &RequestContext, notices: &Notices, request: &RemotingCommand) {
+    let Ok(header) = request.header::<CheckTransactionStateRequestHeader>() else {
+        tracing::warn!("unreadable CHECK_TRANSACTION_STATE header ignored");
+        return;
+    };
+    let msg = match StoredRecord::decode(&request.body)
+        .map_err(|e| e.to_string())
+        .and_then(|rec| MessageExt::from_record(rec, "").map_err(|e| e.to_string()))
+    {
+        Ok(msg) => msg,
+        Err(e) => {
+            tracing::warn!(error = %e, "unreadable CHECK_TRANSACTION_STATE body ignored");
+            return;
+        }
+    };
+    let Some(group) = msg.property(keys::PGROUP).map(str::to_owned) else {
+        return;
+    };
+    let Some(listener) = lock(&notices.transactions).get(&group).cloned() else {
+        tracing::debug!(
+            group,
+            "transaction check for a group without a listener ignored"
+        );
+        return;
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let connection = ctx.connection.clone();
+    runtime.spawn(async move {
+        let state = listener.check(&msg);
+        if state == LocalTransactionState::Unknown {
+            return;
+        }
+        let end = EndTransactionRequestHeader {
+            producer_group: group,
+            tran_state_table_offset: header.tran_state_table_offset,
+            commit_log_offset: header.commit_log_offset,
+            commit_or_rollback: state.wire(),
+            from_transaction_check: Some(true),
+            msg_id: header.msg_id.unwrap_or_else(|| msg.msg_id().to_owned()),
+            transaction_id: header.transaction_id,
+        };
+        let mut cmd = RemotingCommand::request_with_header(request_code::END_TRANSACTION, &end);
+        cmd.mark_oneway();
+        if let Err(e) = connection.invoke_oneway(cmd, Duration::from_secs(3)).await {
+            tracing::debug!(error = %e, "answer to a transaction check not delivered");
+        }
+    });
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! Module map:
 //! - [`instance`]: [`ClientInstance`], shared by everything below: the
 //!   connection pool, routes, heartbeats, broker-to-client requests.
-//! - [`producer`]: [`Producer`] (sync, async, oneway, batch, ordered).
+//! - [`producer`]: [`Producer`] (sync, async, oneway, batch, ordered) and
+//!   [`TransactionProducer`] (half messages with check-back).
 //! - [`consumer`]: [`PullConsumer`], [`LitePullConsumer`], [`PushConsumer`],
 //!   rebalance strategies, offset stores, subscriptions.
 //! - [`admin`]: topics, cluster, group progress, message lookup, offset reset.
@@ -29,6 +30,9 @@ pub use consumer::{
 pub use error::{Error, Result};
 pub use instance::ClientInstance;
 pub use message::{Message, MessageExt, MessageQueue};
+pub use producer::transaction::{
+    HalfMessage, LocalTransactionState, TransactionListener, TransactionProducer,
+};
 pub use producer::{Producer, ProducerConfig, SendResult, SendStatus};
 #[cfg(feature = "turmoil")]
 pub use sluice_net::TurmoilTransport;

@@ -18,6 +18,9 @@
 //! delay_levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 //! max_reconsume_times = 16
 //! lock_expiry_ms = 60000
+//! transaction_timeout_ms = 6000           # a half open this long is checked back
+//! transaction_check_interval_ms = 60000   # how often halves are looked at
+//! transaction_check_max = 15              # checks before a half is parked
 //! enable_property_filter = true   # SQL92 filters (RocketMQ defaults to false)
 //! auto_create_subscription_group = true
 //!
@@ -145,6 +148,12 @@ pub struct BrokerFile {
     pub max_reconsume_times: Option<i32>,
     /// Orderly-consumption lock lifetime.
     pub lock_expiry_ms: Option<u64>,
+    /// Age of an open half before it is checked back.
+    pub transaction_timeout_ms: Option<u64>,
+    /// Period of the transaction check.
+    pub transaction_check_interval_ms: Option<u64>,
+    /// Checks before an unanswered half is parked.
+    pub transaction_check_max: Option<u32>,
     /// Serve SQL92 property filters (default `true`; RocketMQ's
     /// `enablePropertyFilter` defaults to `false`).
     pub enable_property_filter: Option<bool>,
@@ -225,6 +234,20 @@ impl BrokerFile {
         }
         if let Some(v) = self.lock_expiry_ms {
             c.lock_expiry_ms = v;
+        }
+        if let Some(v) = self.transaction_timeout_ms {
+            c.transaction_timeout_ms = v;
+        }
+        if let Some(v) = self.transaction_check_interval_ms {
+            if v == 0 {
+                return Err(Error::Config(
+                    "transaction_check_interval_ms must be at least 1".into(),
+                ));
+            }
+            c.transaction_check_interval_ms = v;
+        }
+        if let Some(v) = self.transaction_check_max {
+            c.transaction_check_max = v;
         }
         if let Some(v) = self.enable_property_filter {
             c.enable_property_filter = v;

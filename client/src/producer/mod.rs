@@ -4,6 +4,7 @@
 //! queue selector and by sharding key; `UNIQ_KEY` ids; body compression.
 
 mod fault;
+pub mod transaction;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -227,6 +228,14 @@ impl<T: Transport, C: Clock> Producer<T, C> {
     /// failures on another broker. Success means the broker acknowledged it.
     pub async fn send(&self, msg: &Message) -> Result<SendResult> {
         let prepared = self.prepare(msg)?;
+        self.send_with_retries(&prepared).await
+    }
+
+    /// Sends `msg` as a transaction half (sysFlag PREPARED), with the usual
+    /// retries; the caller set `TRAN_MSG` and `PGROUP`.
+    pub(crate) async fn send_prepared(&self, msg: &Message) -> Result<SendResult> {
+        let mut prepared = self.prepare(msg)?;
+        prepared.sys_flag |= sys_flag::TRANSACTION_PREPARED;
         self.send_with_retries(&prepared).await
     }
 

@@ -67,6 +67,16 @@ pub struct BrokerConfig {
     /// An orderly-consumption queue lock not renewed this long is free
     /// (RocketMQ: 60 s, `rocketmq.broker.rebalance.lockMaxLiveTime`).
     pub lock_expiry_ms: u64,
+    /// A half open this long is checked back with its producer group
+    /// (RocketMQ's `transactionTimeOut`, 6 s); a half's
+    /// `CHECK_IMMUNITY_TIME_IN_SECONDS` lengthens its first wait.
+    pub transaction_timeout_ms: u64,
+    /// How often open halves are looked at (RocketMQ 4.9.8's
+    /// `transactionCheckInterval`, 60 s).
+    pub transaction_check_interval_ms: u64,
+    /// Checks before an unanswered half is parked in
+    /// `TRANS_CHECK_MAX_TIME_TOPIC` (RocketMQ's `transactionCheckMax`, 15).
+    pub transaction_check_max: u32,
     /// Replication with the rest of the broker group (`None`: a lone
     /// broker, no HA port).
     pub replication: Option<super::ReplicationConfig>,
@@ -100,6 +110,9 @@ impl Default for BrokerConfig {
             auto_create_subscription_group: true,
             delay_levels: super::DEFAULT_DELAY_LEVELS.to_owned(),
             lock_expiry_ms: 60_000,
+            transaction_timeout_ms: 6_000,
+            transaction_check_interval_ms: 60_000,
+            transaction_check_max: 15,
             replication: None,
             store: StoreConfig {
                 root: "store".to_owned(),

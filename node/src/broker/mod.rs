@@ -19,6 +19,7 @@ mod register;
 pub mod response;
 mod schedule;
 mod topics;
+pub mod transaction;
 
 pub use clients::{Channel, ClientRegistry, ConsumerGroup};
 pub use config::BrokerConfig;
@@ -31,6 +32,7 @@ pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
 pub use schedule::{DelayProgress, DELAY_OFFSETS_FILE};
 pub use topics::{topic_config, TopicTable, DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE};
+pub use transaction::{Transactions, TRANSACTIONS_FILE};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -70,6 +72,7 @@ pub struct Broker<D: Disk, C: Clock> {
     filters: FilterCache,
     groups: SubscriptionGroupTable,
     groups_persist: tokio::sync::Mutex<()>,
+    transactions: Transactions,
     ha: Option<Replication>,
 }
 
@@ -104,6 +107,10 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .map_err(|r| meta_err(DELAY_OFFSETS_FILE, r))?;
         let groups = SubscriptionGroupTable::load(read(SUBSCRIPTION_GROUPS_FILE)?.as_deref())
             .map_err(|r| meta_err(SUBSCRIPTION_GROUPS_FILE, r))?;
+        let transactions = Transactions::load(
+            read(TRANSACTIONS_FILE)?.as_deref(),
+            config.transaction_timeout_ms,
+        );
         let ha = match &config.replication {
             Some(rc) => {
                 let epochs = ha::EpochHistory::load(read(ha::EPOCHS_FILE)?.as_deref())
@@ -141,6 +148,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             filters: FilterCache::default(),
             groups,
             groups_persist: tokio::sync::Mutex::new(()),
+            transactions,
             config,
             disk,
             clock,
@@ -320,6 +328,11 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         )
     }
 
+    /// Transactional (half) messages: the tracker and claims.
+    pub fn transactions(&self) -> &Transactions {
+        &self.transactions
+    }
+
     pub(crate) fn delay_persist_lock(&self) -> &tokio::sync::Mutex<()> {
         &self.delay_persist
     }
@@ -462,6 +475,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             });
         }
         duties.extend(schedule::spawn(&self));
+        duties.push(transaction::check::spawn(&self));
         shutdown.await;
         for d in &duties {
             d.abort();
@@ -481,6 +495,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         self.persist_offsets().await;
         self.persist_subscription_groups().await;
         self.persist_delay_offsets().await;
+        self.persist_transactions().await;
         self.store.shutdown().await?;
         tracing::info!("broker stopped cleanly");
         Ok(())

@@ -6,6 +6,7 @@
 mod admin;
 mod client;
 mod consume_stats;
+mod end_transaction;
 mod group;
 mod lock;
 mod offset;
@@ -14,6 +15,7 @@ mod query;
 mod reset;
 mod send;
 mod send_back;
+mod send_half;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,6 +79,7 @@ impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
                 | rc::DELETE_SUBSCRIPTIONGROUP => group::handle(&b, &request).await,
                 rc::GET_CONSUME_STATS => consume_stats::handle(&b, &request),
                 rc::INVOKE_BROKER_TO_RESET_OFFSET => reset::handle(&b, &request),
+                rc::END_TRANSACTION => end_transaction::handle(&b, &request).await,
                 code => RemotingCommand::response(
                     response_code::REQUEST_CODE_NOT_SUPPORTED,
                     format!("[sluice] request code {code} is not supported"),

@@ -65,6 +65,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         }
         queue_id = 0;
     }
+    if let Some(refused) = super::send_half::refuse_reserved(&topic) {
+        return refused;
+    }
     let Some(tc) = resolve_topic(b, &topic, &h).await else {
         return fail(
             response_code::TOPIC_NOT_EXIST,
@@ -105,6 +108,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         body: Bytes::new(),
         properties: Bytes::from(props.into_bytes()),
     };
+    if crate::broker::transaction::records::is_half_send(&template) {
+        return super::send_half::send_half(b, req, template, &h.producer_group, wait).await;
+    }
     if req.code == request_code::SEND_BATCH_MESSAGE {
         send_batch(b, template, &req.body, wait).await
     } else {
@@ -200,7 +206,7 @@ async fn send_batch<D: Disk, C: Clock>(
 
 /// The answer to a stored send: as is, or — for a SYNC-replicated master
 /// and a producer that waits — once the in-sync set holds `[0, end)`.
-async fn replicated<D: Disk, C: Clock>(
+pub(super) async fn replicated<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     end: u64,
     wait: bool,
