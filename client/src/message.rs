@@ -66,6 +66,24 @@ impl Message {
         self.with_property(keys::DELAY, level.to_string())
     }
 
+    /// Delivers the message at `ms`, an absolute wall-clock time in
+    /// milliseconds since the Unix epoch, on the broker's clock (RocketMQ
+    /// 5.x `TIMER_DELIVER_MS`). A time already past delivers at once; one
+    /// further ahead than the broker's `timer_max_delay_ms` is refused with
+    /// `MESSAGE_ILLEGAL`. Takes precedence over a delay level.
+    #[must_use]
+    pub fn with_deliver_time_ms(self, ms: u64) -> Self {
+        self.with_property(keys::TIMER_DELIVER_MS, ms.to_string())
+    }
+
+    /// Delivers the message `ms` milliseconds after the broker stores it
+    /// (RocketMQ 5.x `TIMER_DELAY_MS`); the same limits as
+    /// [`Self::with_deliver_time_ms`].
+    #[must_use]
+    pub fn with_delay_ms(self, ms: u64) -> Self {
+        self.with_property(keys::TIMER_DELAY_MS, ms.to_string())
+    }
+
     /// Sets a user property; an empty value removes it.
     #[must_use]
     pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {

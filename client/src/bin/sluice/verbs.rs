@@ -24,7 +24,7 @@ pub struct Output {
 }
 
 impl Output {
-    fn print(self, human: &str, json: &Value) {
+    pub(crate) fn print(self, human: &str, json: &Value) {
         if self.json {
             println!("{json}");
         } else {
@@ -33,7 +33,7 @@ impl Output {
     }
 }
 
-fn client(namesrv: &str) -> Client {
+pub(crate) fn client(namesrv: &str) -> Client {
     ClientInstance::new(
         TokioTransport,
         SystemClock::new(),

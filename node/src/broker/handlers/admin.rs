@@ -86,6 +86,10 @@ fn runtime_info<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
         "consumerGroupCount",
         b.clients().consumer_groups().len().to_string(),
     );
+    put(
+        "sluicePendingTimers",
+        serde_json::to_string(&b.timers().pending_by_topic()).unwrap_or_default(),
+    );
     replication_info(b, &mut put);
     match body::encode(&table, "KvTable") {
         Ok(json) => RemotingCommand::success().with_body(json),
