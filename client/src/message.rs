@@ -316,6 +316,17 @@ mod tests {
     }
 
     #[test]
+    fn timer_setters_write_the_broker_timer_properties() {
+        let m = Message::new("T", "b")
+            .with_deliver_time_ms(1_700_000_123_456)
+            .with_delay_ms(2_500);
+        assert_eq!(m.property(keys::TIMER_DELIVER_MS), Some("1700000123456"));
+        assert_eq!(m.property(keys::TIMER_DELAY_MS), Some("2500"));
+        let props = m.encoded_properties().expect("encodes");
+        assert_eq!(props.get(keys::TIMER_DELAY_MS), Some("2500"));
+    }
+
+    #[test]
     fn validation_names_the_problem() {
         let err = Message::new("bad topic!", "x")
             .validate()

@@ -24,6 +24,9 @@ const ENQUEUE_BATCH_MAX: usize = 1_024;
 const POLL_INTERVAL_MS_MAX: u64 = 20;
 /// Pause after a failed re-put or log write.
 const ERROR_BACKOFF_MS: u64 = 1_000;
+/// Unsynced timer log bytes the enqueue lets accumulate before it syncs
+/// (progress persistence syncs the rest first).
+const SYNC_BYTES_MIN: u64 = 1 << 20;
 /// Progress that moved only through empty time is persisted this often.
 const IDLE_PERSIST_INTERVAL_MS: u64 = 1_000;
 
@@ -101,7 +104,6 @@ pub(crate) async fn enqueue_batch<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result
     let appended = units.len();
     let dirty = {
         let mut g = timers.lock();
-        let synced_from = g.synced_to;
         for (q, phys, size, due_ms, topic) in units {
             let slot = g.wheel.slot_of(due_ms).max(g.dequeued_ms);
             let pos = g.log.end();
@@ -127,16 +129,10 @@ pub(crate) async fn enqueue_batch<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result
         if g.next_queue_offset >= queue_end {
             g.caught_up_ms = g.caught_up_ms.max(now_ms);
         }
-        let end = g.log.end();
-        g.synced_to = end;
-        g.log.dirty_segments(synced_from)
+        g.log.end() - g.synced_to >= SYNC_BYTES_MIN
     };
-    for (seg, off, len) in dirty {
-        // A lost unit is re-derived from the timer queue on recovery, so a
-        // failed sync only costs a re-enqueue; say so and go on.
-        if let Err(e) = seg.sync(off, len).await {
-            tracing::warn!(error = %e, "timer log sync failed");
-        }
+    if dirty {
+        b.sync_timer_log().await;
     }
     Ok(appended)
 }
@@ -331,6 +327,23 @@ fn drop_adopted<D: Disk, C: Clock>(b: &Broker<D, C>) {
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
+    /// Syncs the timer log written since the last sync. A unit lost in a
+    /// crash is re-derived from the timer queue, so a failed sync is only
+    /// reported: at worst its messages are delivered again.
+    async fn sync_timer_log(&self) {
+        let dirty = {
+            let mut g = self.timers().lock();
+            let from = g.synced_to;
+            g.synced_to = g.log.end();
+            g.log.dirty_segments(from)
+        };
+        for (seg, off, len) in dirty {
+            if let Err(e) = seg.sync(off, len).await {
+                tracing::warn!(error = %e, "timer log sync failed");
+            }
+        }
+    }
+
     /// Writes timer progress if it moved, after flushing the store so no
     /// progress is durable before the re-puts it covers; then deletes log
     /// segments whose units are all delivered.
@@ -348,6 +361,9 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             (file, file.dequeued_ms)
         };
         let json = serde_json::to_vec(&file).expect("invariant: two integers serialize");
+        // The units behind the progress go to disk first, so a recovery
+        // does not re-derive (and deliver again) what was delivered.
+        self.sync_timer_log().await;
         let written = match self.store().flush().await {
             Ok(()) => self
                 .disk()
