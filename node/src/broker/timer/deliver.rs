@@ -18,6 +18,8 @@ use super::wheel::SlotHead;
 use super::{parked_record, ProgressFile, TIMER_KEYS, TIMER_PROGRESS_FILE, TIMER_TOPIC};
 use crate::broker::Broker;
 
+/// Messages of a slot re-put in one store batch.
+const REPUT_BATCH_MAX: usize = 64;
 /// Queue entries the enqueue reads per pass.
 const ENQUEUE_BATCH_MAX: usize = 1_024;
 /// Longest either task sleeps before looking again.
@@ -215,8 +217,9 @@ pub(crate) async fn dequeue_due<D: Disk, C: Clock>(b: &Broker<D, C>) -> (bool, u
     )
 }
 
-/// Walks a slot's list from its newest unit and re-puts each message. On
-/// a failure that may pass, the rest of the list goes back into the wheel.
+/// Walks a slot's list from its newest unit and re-puts its messages in
+/// batches. On a failure that may pass, the rest of the list (from the
+/// failed batch on) goes back into the wheel.
 async fn deliver_slot<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     slot: u64,
@@ -226,67 +229,116 @@ async fn deliver_slot<D: Disk, C: Clock>(
     let mut left = head.units;
     let mut done = 0;
     while pos != NO_PREV && left > 0 {
-        let Some(unit) = b.timers().lock().log.read(pos) else {
-            tracing::error!(
-                slot,
-                pos,
-                left,
-                "timer list broken; its older units are lost"
-            );
-            break;
+        let resume = SlotHead {
+            last_pos: pos,
+            units: left,
         };
-        match redeliver(b, &unit).await {
-            Ok(topic) => {
-                b.timers().lock().count(&topic, false);
-                done += 1;
+        let mut units = Vec::with_capacity(REPUT_BATCH_MAX);
+        {
+            let g = b.timers().lock();
+            while pos != NO_PREV && left > 0 && units.len() < REPUT_BATCH_MAX {
+                let Some(unit) = g.log.read(pos) else {
+                    tracing::error!(
+                        slot,
+                        pos,
+                        left,
+                        "timer list broken; its older units are lost"
+                    );
+                    left = 0;
+                    break;
+                };
+                pos = unit.prev_pos;
+                left -= 1;
+                units.push(unit);
             }
-            Err(Retry::Later(e)) => {
+        }
+        match redeliver_batch(b, &units).await {
+            Ok(n) => done += n,
+            Err(e) => {
                 tracing::warn!(error = %e, slot, "timer delivery failed; retrying");
-                b.timers().lock().wheel.restore(
-                    slot,
-                    SlotHead {
-                        last_pos: pos,
-                        units: left,
-                    },
-                );
+                b.timers().lock().wheel.restore(slot, resume);
                 return Err(());
             }
-            Err(Retry::Never(e, topic)) => {
-                tracing::error!(error = %e, slot, q = unit.queue_offset, "timer message dropped");
+        }
+    }
+    Ok(done)
+}
+
+/// Re-puts the messages of `units` in one batch (one by one if the batch
+/// is refused); returns how many were delivered, or an error that may
+/// pass (the whole batch is then retried: at-least-once).
+async fn redeliver_batch<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    units: &[Unit],
+) -> Result<u64, String> {
+    let mut msgs = Vec::with_capacity(units.len());
+    for unit in units {
+        match reput_input(b, unit) {
+            Ok(msg) => msgs.push(msg),
+            Err((e, topic)) => {
+                tracing::error!(error = %e, q = unit.queue_offset, "timer message dropped");
                 if let Some(t) = topic {
                     b.timers().lock().count(&t, false);
                 }
             }
         }
-        left -= 1;
-        pos = unit.prev_pos;
     }
-    Ok(done)
+    if msgs.is_empty() {
+        return Ok(0);
+    }
+    let topics: Vec<String> = msgs.iter().map(|m| m.topic.clone()).collect();
+    match b.store().put_batch(msgs.clone(), false).await {
+        Ok(_) => {
+            let mut g = b.timers().lock();
+            for t in &topics {
+                g.count(t, false);
+            }
+            Ok(topics.len() as u64)
+        }
+        Err(StoreError::MessageRejected { .. } | StoreError::Encode(_)) => {
+            // One of them cannot be stored: find it, deliver the rest.
+            let mut n = 0;
+            for msg in msgs {
+                let topic = msg.topic.clone();
+                match b.store().put(msg, false).await {
+                    Ok(_) => n += 1,
+                    Err(e @ (StoreError::MessageRejected { .. } | StoreError::Encode(_))) => {
+                        tracing::error!(error = %e, topic, "timer message dropped");
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+                b.timers().lock().count(&topic, false);
+            }
+            Ok(n)
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
-enum Retry {
-    Later(String),
-    Never(String, Option<String>),
-}
-
-/// Re-puts a parked message to its real topic and queue; returns the topic.
-async fn redeliver<D: Disk, C: Clock>(b: &Broker<D, C>, unit: &Unit) -> Result<String, Retry> {
+/// The message to re-put for a parked unit: its real topic and queue,
+/// the timer properties stripped. An error names the real topic if known.
+fn reput_input<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    unit: &Unit,
+) -> Result<MessageInput, (String, Option<String>)> {
     let rec = parked_record(b.store(), unit)
-        .ok_or_else(|| Retry::Never("parked record missing or replaced".to_owned(), None))?;
+        .ok_or_else(|| ("parked record missing or replaced".to_owned(), None))?;
     let mut props = Properties::parse(strip_seal(&rec.properties))
-        .map_err(|e| Retry::Never(format!("properties: {e}"), None))?;
+        .map_err(|e| (format!("properties: {e}"), None))?;
     let topic = props
         .remove(keys::REAL_TOPIC)
-        .ok_or_else(|| Retry::Never("no REAL_TOPIC".to_owned(), None))?;
-    let queue_id = props
+        .ok_or_else(|| ("no REAL_TOPIC".to_owned(), None))?;
+    let Some(queue_id) = props
         .remove(keys::REAL_QID)
         .and_then(|q| q.parse::<i32>().ok())
-        .ok_or_else(|| Retry::Never("no REAL_QID".to_owned(), Some(topic.clone())))?;
+    else {
+        return Err(("no REAL_QID".to_owned(), Some(topic)));
+    };
     for key in TIMER_KEYS {
         props.remove(key);
     }
-    let msg = MessageInput {
-        topic: topic.clone(),
+    Ok(MessageInput {
+        topic,
         queue_id,
         flag: rec.flag,
         sys_flag: rec.sys_flag,
@@ -295,16 +347,9 @@ async fn redeliver<D: Disk, C: Clock>(b: &Broker<D, C>, unit: &Unit) -> Result<S
         store_host: b.store_host(),
         reconsume_times: rec.reconsume_times,
         prepared_transaction_offset: rec.prepared_transaction_offset,
-        body: rec.body.clone(),
+        body: rec.body,
         properties: Bytes::from(props.encode()),
-    };
-    match b.store().put(msg, false).await {
-        Ok(_) => Ok(topic),
-        Err(e @ (StoreError::MessageRejected { .. } | StoreError::Encode(_))) => {
-            Err(Retry::Never(e.to_string(), Some(topic)))
-        }
-        Err(e) => Err(Retry::Later(e.to_string())),
-    }
+    })
 }
 
 /// A replica forgets the slots its master has delivered.

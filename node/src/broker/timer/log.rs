@@ -317,10 +317,11 @@ impl<D: Disk> TimerLog<D> {
             .collect()
     }
 
-    /// Removes the whole segment starting at `start` (never the one being
-    /// appended to).
+    /// Removes the whole segment starting at `start` — never the one
+    /// holding the last unit, which recovery needs to know where the
+    /// enqueue stopped.
     pub fn remove_segment(&mut self, start: u64) -> Result<bool, LogError> {
-        if start + self.segment_bytes > self.end || !self.segments.contains_key(&start) {
+        if start + self.segment_bytes >= self.end || !self.segments.contains_key(&start) {
             return Ok(false);
         }
         self.segments.remove(&start);
@@ -421,6 +422,25 @@ mod tests {
         assert_eq!(pos, 4 * UNIT_BYTES);
         let reopened = TimerLog::open(disk, 8 * UNIT_BYTES).expect("reopen");
         assert_eq!(reopened.scan(|_, _| true), 5 * UNIT_BYTES);
+    }
+
+    #[test]
+    fn the_segment_holding_the_last_unit_is_never_removed() {
+        let disk = SimDisk::new(5);
+        let mut log = TimerLog::open(disk.clone(), 2 * UNIT_BYTES).expect("open");
+        for q in 0..4 {
+            log.append(unit(q, NO_PREV)).expect("append");
+        }
+        // The end sits exactly on a segment boundary.
+        assert!(!log.remove_segment(2 * UNIT_BYTES).expect("io"));
+        assert!(log.remove_segment(0).expect("io"));
+        let reopened = TimerLog::open(disk, 2 * UNIT_BYTES).expect("reopen");
+        let mut last = None;
+        let end = reopened.scan(|_, u| {
+            last = Some(u.queue_offset);
+            true
+        });
+        assert_eq!((end, last), (4 * UNIT_BYTES, Some(3)));
     }
 
     #[test]
