@@ -66,6 +66,24 @@ impl Message {
         self.with_property(keys::DELAY, level.to_string())
     }
 
+    /// Delivers the message at `ms`, an absolute wall-clock time in
+    /// milliseconds since the Unix epoch, on the broker's clock (RocketMQ
+    /// 5.x `TIMER_DELIVER_MS`). A time already past delivers at once; one
+    /// further ahead than the broker's `timer_max_delay_ms` is refused with
+    /// `MESSAGE_ILLEGAL`. Takes precedence over a delay level.
+    #[must_use]
+    pub fn with_deliver_time_ms(self, ms: u64) -> Self {
+        self.with_property(keys::TIMER_DELIVER_MS, ms.to_string())
+    }
+
+    /// Delivers the message `ms` milliseconds after the broker stores it
+    /// (RocketMQ 5.x `TIMER_DELAY_MS`); the same limits as
+    /// [`Self::with_deliver_time_ms`].
+    #[must_use]
+    pub fn with_delay_ms(self, ms: u64) -> Self {
+        self.with_property(keys::TIMER_DELAY_MS, ms.to_string())
+    }
+
     /// Sets a user property; an empty value removes it.
     #[must_use]
     pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
@@ -295,6 +313,17 @@ mod tests {
         assert_eq!(m.property("x"), None);
         let bad = Message::new("T", "b").with_property("k", "v\u{2}");
         assert!(bad.encoded_properties().is_err());
+    }
+
+    #[test]
+    fn timer_setters_write_the_broker_timer_properties() {
+        let m = Message::new("T", "b")
+            .with_deliver_time_ms(1_700_000_123_456)
+            .with_delay_ms(2_500);
+        assert_eq!(m.property(keys::TIMER_DELIVER_MS), Some("1700000123456"));
+        assert_eq!(m.property(keys::TIMER_DELAY_MS), Some("2500"));
+        let props = m.encoded_properties().expect("encodes");
+        assert_eq!(props.get(keys::TIMER_DELAY_MS), Some("2500"));
     }
 
     #[test]

@@ -23,6 +23,9 @@
 //! transaction_check_max = 15              # checks before a half is parked
 //! enable_property_filter = true   # SQL92 filters (RocketMQ defaults to false)
 //! auto_create_subscription_group = true
+//! timer_precision_ms = 1000       # timer messages: slot width (up to this late, never early)
+//! timer_max_delay_ms = 259200000  # farthest ahead a timer may be due (3 days; <= retention)
+//! timer_log_segment_bytes = 56000000 # timer log file size (a multiple of 56)
 //!
 //! # Replication (absent: a lone broker, no HA port).
 //! [replication]
@@ -159,6 +162,12 @@ pub struct BrokerFile {
     pub enable_property_filter: Option<bool>,
     /// Create subscription groups on first use (default `true`).
     pub auto_create_subscription_group: Option<bool>,
+    /// Timer-wheel slot width.
+    pub timer_precision_ms: Option<u64>,
+    /// Farthest ahead a timer message may be due.
+    pub timer_max_delay_ms: Option<u64>,
+    /// Timer log file size.
+    pub timer_log_segment_bytes: Option<u64>,
     /// Replication with the rest of the broker group.
     pub replication: Option<ReplicationFile>,
 }
@@ -255,6 +264,16 @@ impl BrokerFile {
         if let Some(v) = self.auto_create_subscription_group {
             c.auto_create_subscription_group = v;
         }
+        if let Some(v) = self.timer_precision_ms {
+            c.timer_precision_ms = v;
+        }
+        if let Some(v) = self.timer_max_delay_ms {
+            c.timer_max_delay_ms = v;
+        }
+        if let Some(v) = self.timer_log_segment_bytes {
+            c.timer_log_segment_bytes = v;
+        }
+        crate::broker::timer::check_config(&c).map_err(Error::Config)?;
         if let Some(r) = self.replication {
             c.replication = Some(r.into_config()?);
         }
@@ -354,6 +373,16 @@ mod tests {
             .expect("parses")
             .into_config()
             .is_err());
+        let (c, _) = BrokerFile::parse("timer_precision_ms = 100\ntimer_max_delay_ms = 60000")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert_eq!((c.timer_precision_ms, c.timer_max_delay_ms), (100, 60_000));
+        let err = BrokerFile::parse("file_reserved_hours = 1\ntimer_max_delay_ms = 3600001")
+            .expect("parses")
+            .into_config()
+            .expect_err("a timer may not outlive the retention");
+        assert!(err.to_string().contains("file_reserved_ms"), "{err}");
         assert!(BrokerFile::parse("flush_mode = \"maybe\"")
             .expect("parses")
             .into_config()

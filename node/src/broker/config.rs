@@ -77,6 +77,18 @@ pub struct BrokerConfig {
     /// Checks before an unanswered half is parked in
     /// `TRANS_CHECK_MAX_TIME_TOPIC` (RocketMQ's `transactionCheckMax`, 15).
     pub transaction_check_max: u32,
+    /// Width of a timer-wheel slot: timer messages are delivered at the
+    /// end of the slot holding their due time, so up to this much late and
+    /// never early (RocketMQ: `timerPrecisionMs`, 1 s). 1..=60000.
+    pub timer_precision_ms: u64,
+    /// Farthest ahead a timer message may be due (RocketMQ:
+    /// `timerMaxDelaySec`, 3 days). Must not exceed the CommitLog
+    /// retention (`store.file_reserved_ms`): the parked message has to
+    /// outlive its wait.
+    pub timer_max_delay_ms: u64,
+    /// Size of a timer log file, a multiple of the 56-byte unit (default
+    /// one million units, 56 MB).
+    pub timer_log_segment_bytes: u64,
     /// Replication with the rest of the broker group (`None`: a lone
     /// broker, no HA port).
     pub replication: Option<super::ReplicationConfig>,
@@ -113,6 +125,9 @@ impl Default for BrokerConfig {
             transaction_timeout_ms: 6_000,
             transaction_check_interval_ms: 60_000,
             transaction_check_max: 15,
+            timer_precision_ms: 1_000,
+            timer_max_delay_ms: 3 * 24 * 3_600_000,
+            timer_log_segment_bytes: 56 * 1_000_000,
             replication: None,
             store: StoreConfig {
                 root: "store".to_owned(),

@@ -18,6 +18,7 @@ mod offsets;
 mod register;
 pub mod response;
 mod schedule;
+pub mod timer;
 mod topics;
 pub mod transaction;
 
@@ -31,6 +32,7 @@ pub use locks::LockTable;
 pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
 pub use schedule::{DelayProgress, DELAY_OFFSETS_FILE};
+pub use timer::{Timers, TIMER_PROGRESS_FILE, TIMER_TOPIC};
 pub use topics::{topic_config, TopicTable, DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE};
 pub use transaction::{Transactions, TRANSACTIONS_FILE};
 
@@ -68,6 +70,7 @@ pub struct Broker<D: Disk, C: Clock> {
     delay_levels: DelayLevels,
     delay_progress: DelayProgress,
     delay_persist: tokio::sync::Mutex<()>,
+    timers: Timers<D>,
     locks: LockTable,
     filters: FilterCache,
     groups: SubscriptionGroupTable,
@@ -130,6 +133,13 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             None => None,
         };
         let store = MessageStore::open(disk.clone(), clock.clone(), config.store.clone()).await?;
+        let timers = Timers::open(
+            disk.clone(),
+            &store,
+            &config,
+            read(TIMER_PROGRESS_FILE)?.as_deref(),
+        )
+        .map_err(Error::Config)?;
         let arrivals = Arc::new(ArrivalSignals::default());
         let signals = Arc::clone(&arrivals);
         store.set_arrival_listener(Arc::new(move |topic, queue_id, _| {
@@ -144,6 +154,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             delay_levels,
             delay_progress,
             delay_persist: tokio::sync::Mutex::new(()),
+            timers,
             locks: LockTable::new(Duration::from_millis(config.lock_expiry_ms)),
             filters: FilterCache::default(),
             groups,
@@ -476,6 +487,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         }
         duties.extend(schedule::spawn(&self));
         duties.push(transaction::check::spawn(&self));
+        duties.extend(timer::spawn(&self));
         shutdown.await;
         for d in &duties {
             d.abort();
@@ -496,6 +508,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         self.persist_subscription_groups().await;
         self.persist_delay_offsets().await;
         self.persist_transactions().await;
+        self.persist_timer_progress().await;
         self.store.shutdown().await?;
         tracing::info!("broker stopped cleanly");
         Ok(())

@@ -1,8 +1,9 @@
-//! The `sluice` command-line tool: topics, cluster, send, consume, query,
+//! The `sluice` command-line tool: topics, cluster, pending, send, consume, query,
 //! group progress, offset reset and `sluice bench`. Human output by
 //! default, one JSON document per command with `--json`.
 
 mod bench;
+mod pending;
 mod verbs;
 
 use clap::Parser;
@@ -33,6 +34,8 @@ enum Cmd {
     Topic(verbs::TopicCmd),
     /// Brokers of every cluster, with their runtime figures.
     Cluster,
+    /// Pending timer and transactional half messages per broker and topic.
+    Pending,
     /// Send messages.
     Send(verbs::SendArgs),
     /// Consume messages as a member of a group.
@@ -73,6 +76,7 @@ fn main() -> std::process::ExitCode {
         match cli.cmd {
             Cmd::Topic(c) => verbs::topic(c, &cli.namesrv, out).await,
             Cmd::Cluster => verbs::cluster(&cli.namesrv, out).await,
+            Cmd::Pending => pending::pending(&cli.namesrv, out).await,
             Cmd::Send(a) => verbs::send(a, &cli.namesrv, out).await,
             Cmd::Consume(a) => verbs::consume(a, &cli.namesrv, out).await,
             Cmd::Query(a) => verbs::query(a, &cli.namesrv, out).await,

@@ -24,7 +24,7 @@ pub struct Output {
 }
 
 impl Output {
-    fn print(self, human: &str, json: &Value) {
+    pub(crate) fn print(self, human: &str, json: &Value) {
         if self.json {
             println!("{json}");
         } else {
@@ -33,7 +33,7 @@ impl Output {
     }
 }
 
-fn client(namesrv: &str) -> Client {
+pub(crate) fn client(namesrv: &str) -> Client {
     ClientInstance::new(
         TokioTransport,
         SystemClock::new(),
@@ -253,6 +253,14 @@ pub struct SendArgs {
     /// Delay level (1–18).
     #[arg(long)]
     delay_level: Option<u32>,
+    /// Deliver this many milliseconds after the broker stores it (timer
+    /// message; wins over `--delay-level`).
+    #[arg(long)]
+    delay_ms: Option<u64>,
+    /// Deliver at this wall-clock time, ms since the Unix epoch on the
+    /// broker's clock (timer message; wins over `--delay-ms`).
+    #[arg(long)]
+    deliver_time_ms: Option<u64>,
     /// Send the message this many times.
     #[arg(long, default_value_t = 1)]
     count: u32,
@@ -280,6 +288,12 @@ pub async fn send(args: SendArgs, namesrv: &str, out: Output) -> anyhow::Result<
     }
     for (k, v) in &args.properties {
         msg = msg.with_property(k.clone(), v.clone());
+    }
+    if let Some(ms) = args.delay_ms {
+        msg = msg.with_delay_ms(ms);
+    }
+    if let Some(ms) = args.deliver_time_ms {
+        msg = msg.with_deliver_time_ms(ms);
     }
     if let Some(level) = args.delay_level {
         msg = msg.with_delay_level(level);

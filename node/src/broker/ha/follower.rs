@@ -185,6 +185,10 @@ async fn copy_metadata<D: Disk, C: Clock, T: Transport>(
     if !m.delay.is_empty() {
         b.delay_progress().adopt(m.delay.as_bytes())?;
     }
+    if !m.timer.is_empty() {
+        let written = b.store().commit_log().written().0;
+        b.timers().adopt(m.timer.as_bytes(), written)?;
+    }
     b.persist_offsets().await;
     b.persist_subscription_groups().await;
     b.persist_delay_offsets().await;

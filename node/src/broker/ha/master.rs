@@ -270,6 +270,7 @@ fn metadata<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
         offsets: String::from_utf8_lossy(&b.offsets().to_json()).into_owned(),
         groups: serde_json::to_string(&b.subscription_groups().snapshot()).unwrap_or_default(),
         delay: String::from_utf8_lossy(&b.delay_progress().to_json()).into_owned(),
+        timer: String::from_utf8_lossy(&b.timers().persisted_json()).into_owned(),
     };
     RemotingCommand::success().with_body(json_body(&body))
 }

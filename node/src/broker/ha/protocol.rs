@@ -77,6 +77,9 @@ pub struct Metadata {
     /// `delayOffset.json`.
     #[serde(default)]
     pub delay: String,
+    /// `timerProgress.json` (as last persisted).
+    #[serde(default)]
+    pub timer: String,
 }
 
 /// Fetch response `extFields`: the epoch, the offset of the body's first

@@ -90,6 +90,10 @@ fn runtime_info<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
         "sluicePendingHalfMessages",
         serde_json::to_string(&b.transactions().pending_by_topic(b.store())).unwrap_or_default(),
     );
+    put(
+        "sluicePendingTimers",
+        serde_json::to_string(&b.timers().pending_by_topic()).unwrap_or_default(),
+    );
     replication_info(b, &mut put);
     match body::encode(&table, "KvTable") {
         Ok(json) => RemotingCommand::success().with_body(json),

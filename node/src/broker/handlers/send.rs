@@ -1,6 +1,7 @@
 //! `SEND_MESSAGE`, `SEND_MESSAGE_V2`, `SEND_BATCH_MESSAGE`: validate, resolve
 //! (or auto-create) the topic, route exhausted retries to the DLQ, divert
-//! delayed messages to the schedule topic (see `broker::schedule`), store
+//! delayed messages to the schedule topic (see `broker::schedule`) and
+//! timer messages to the timer topic (see `broker::timer`), store
 //! with the requested durability (`WAIT`), and answer the fields clients
 //! need. Nothing is acknowledged that the store did not accept.
 
@@ -132,6 +133,13 @@ async fn send_one<D: Disk, C: Clock>(
 ) -> RemotingCommand {
     let queue_id = msg.queue_id;
     if may_delay {
+        // Timer properties win over a delay level (the level is dropped).
+        if let Err(e) = b.divert_timer(&mut msg).await {
+            return fail(
+                response_code::MESSAGE_ILLEGAL,
+                format!("[sluice] cannot schedule timer message: {}", e.0),
+            );
+        }
         if let Err(e) = b.divert_delayed(&mut msg).await {
             return fail(
                 response_code::MESSAGE_ILLEGAL,
