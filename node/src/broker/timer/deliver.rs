@@ -92,6 +92,14 @@ pub(crate) async fn enqueue_batch<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result
     let mut units = Vec::with_capacity(entries.len());
     for (q, e) in (from..).zip(&entries) {
         let Some(raw) = store.read_at(e.phys_offset).map_err(|e| e.to_string())? else {
+            if e.phys_offset < store.commit_log().min_offset() {
+                // Retention removed the parked record: link a unit anyway
+                // (the queue offsets stay contiguous); its delivery finds
+                // the record gone and reports it dropped.
+                units.push((q, e.phys_offset.0, e.size, 0, None));
+                continue;
+            }
+            // Not visible yet.
             break;
         };
         let (due_ms, topic) = match StoredRecord::decode(&raw) {
