@@ -178,9 +178,29 @@ impl BrokerFile {
         toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
     }
 
+    /// The transaction check-back settings onto `c`.
+    fn apply_transactions(&self, c: &mut BrokerConfig) -> Result<()> {
+        if let Some(v) = self.transaction_timeout_ms {
+            c.transaction_timeout_ms = v;
+        }
+        if let Some(v) = self.transaction_check_interval_ms {
+            if v == 0 {
+                return Err(Error::Config(
+                    "transaction_check_interval_ms must be at least 1".into(),
+                ));
+            }
+            c.transaction_check_interval_ms = v;
+        }
+        if let Some(v) = self.transaction_check_max {
+            c.transaction_check_max = v;
+        }
+        Ok(())
+    }
+
     /// Applies the file over the defaults; returns the config and data dir.
     pub fn into_config(self) -> Result<(BrokerConfig, String)> {
         let mut c = BrokerConfig::default();
+        self.apply_transactions(&mut c)?;
         if let Some(v) = self.cluster_name {
             c.cluster_name = v;
         }
@@ -243,20 +263,6 @@ impl BrokerFile {
         }
         if let Some(v) = self.lock_expiry_ms {
             c.lock_expiry_ms = v;
-        }
-        if let Some(v) = self.transaction_timeout_ms {
-            c.transaction_timeout_ms = v;
-        }
-        if let Some(v) = self.transaction_check_interval_ms {
-            if v == 0 {
-                return Err(Error::Config(
-                    "transaction_check_interval_ms must be at least 1".into(),
-                ));
-            }
-            c.transaction_check_interval_ms = v;
-        }
-        if let Some(v) = self.transaction_check_max {
-            c.transaction_check_max = v;
         }
         if let Some(v) = self.enable_property_filter {
             c.enable_property_filter = v;

@@ -79,6 +79,24 @@ pub struct Broker<D: Disk, C: Clock> {
     ha: Option<Replication>,
 }
 
+/// The replication state of a broker of a replicated group.
+fn replication_of(
+    config: &BrokerConfig,
+    rc: &ReplicationConfig,
+    epochs: ha::EpochHistory,
+) -> Result<Replication> {
+    let me = u64::try_from(config.broker_id)
+        .map_err(|_| Error::Config(format!("broker_id {} is negative", config.broker_id)))?;
+    if me == 0 && !rc.controller_addrs.is_empty() {
+        return Err(Error::Config(
+            "with controllers, every broker of the group needs a broker_id of 1 \
+             or more (the master registers as 0 whichever it is)"
+                .to_owned(),
+        ));
+    }
+    Ok(Replication::new(rc.clone(), me, epochs))
+}
+
 impl<D: Disk, C: Clock> Broker<D, C> {
     /// Opens the broker's store (recovering it) and metadata.
     pub async fn open(disk: D, clock: C, mut config: BrokerConfig) -> Result<Arc<Self>> {
@@ -118,17 +136,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             Some(rc) => {
                 let epochs = ha::EpochHistory::load(read(ha::EPOCHS_FILE)?.as_deref())
                     .map_err(|r| meta_err(ha::EPOCHS_FILE, r))?;
-                let me = u64::try_from(config.broker_id).map_err(|_| {
-                    Error::Config(format!("broker_id {} is negative", config.broker_id))
-                })?;
-                if me == 0 && !rc.controller_addrs.is_empty() {
-                    return Err(Error::Config(
-                        "with controllers, every broker of the group needs a broker_id of 1 \
-                         or more (the master registers as 0 whichever it is)"
-                            .to_owned(),
-                    ));
-                }
-                Some(Replication::new(rc.clone(), me, epochs))
+                Some(replication_of(&config, rc, epochs)?)
             }
             None => None,
         };
