@@ -35,26 +35,31 @@ pub struct Workload {
     /// loses every fifth one it is given — a consumer that commits before
     /// it processes.
     pub lossy_group_handler: bool,
-    /// Whether about half the messages ask for delayed delivery.
-    pub delays: Delays,
+    /// Whether messages are delayed or transactional (read later, at a
+    /// position of their own) rather than stored for now.
+    pub deferral: Deferral,
     /// How long the drain waits before reading, so every delayed message
     /// is due (its delay, plus any backward step of the broker's clock).
     pub drain_wait_ms: u64,
 }
 
-/// Delayed messages in a workload.
+/// Messages of a workload that are not simply stored for now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delays {
+pub enum Deferral {
     /// Every message is for now.
     Off,
-    /// About half the messages ask for a delay (a delay level of 1 s, 5 s
-    /// or 10 s); they reach their queue later, at an offset of their own,
-    /// and never before their delay has passed.
-    On,
-    /// Mutant: like `On`, but a delayed message asks the broker for the
-    /// shortest delay while the history records the delay it meant — the
-    /// broker, as the oracle sees it, delivers early.
-    MutantEarly,
+    /// About half the messages ask for a delay: a delay level of 1 s, 5 s
+    /// or 10 s, or a timer of 0.5–10 s. They reach their queue later, at an
+    /// offset of their own, and never before their delay has passed.
+    Delays,
+    /// Mutant: like `Delays`, but a delayed message asks the broker for a
+    /// much shorter delay than the history records — the broker, as the
+    /// oracle sees it, delivers early.
+    EarlyDelays,
+    /// Every message is transactional: a half, then (mostly) a commit or
+    /// rollback decided up front; some are ended twice, some left to the
+    /// broker's check-back, and one producer may die right after a half.
+    Transactions,
 }
 
 /// One injected fault.
@@ -197,7 +202,7 @@ fn workload(seed: u64) -> Workload {
         long_poll_consumers: false,
         group_members: 0,
         lossy_group_handler: false,
-        delays: Delays::Off,
+        deferral: Deferral::Off,
         drain_wait_ms: 0,
     }
 }
@@ -385,7 +390,7 @@ impl Plan {
     /// delay minus the forward steps of the broker's clock.
     pub fn clock_skew(seed: u64) -> Self {
         let mut workload = workload(seed);
-        workload.delays = Delays::On;
+        workload.deferral = Deferral::Delays;
         workload.long_poll_consumers = true;
         let mut rng = substream(seed, Salt::Faults);
         let window_ms = workload.expected_ms().max(60) + DELAY_MS_MAX;
@@ -406,6 +411,37 @@ impl Plan {
         }
         faults.sort_by_key(|f| f.at_ms);
         workload.drain_wait_ms = DELAY_MS_MAX + back_ms + 2_000;
+        Self::new(seed, workload, faults, None)
+    }
+
+    /// Scenario `transactions_across_crashes`: 2–3 producers of one group
+    /// send every message as a transaction (a half, then commit or roll
+    /// back as decided up front; some ended twice, some left to the
+    /// broker's check-back). Per seed (swarm style) the broker loses power
+    /// and restarts once or twice, between halves and their ends, and/or
+    /// the first producer dies right after a half, so another member of
+    /// the group must answer its check-back. Every committed transaction
+    /// whose half was acknowledged is read exactly once; no rolled-back
+    /// one is ever read.
+    pub fn transactions(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.deferral = Deferral::Transactions;
+        workload.producers = workload.producers.max(2);
+        let mut rng = substream(seed, Salt::Faults);
+        let window_ms = workload.expected_ms().max(60);
+        let mut faults = Vec::new();
+        if rng.random_bool(0.7) {
+            let mut at_ms = 0;
+            for _ in 0..rng.random_range(1..=2) {
+                at_ms += rng.random_range(20..=window_ms);
+                push_crash(&mut faults, at_ms, true);
+                at_ms += rng.random_range(50..=2_000);
+                push_restart(&mut faults, at_ms);
+            }
+        }
+        // Check-backs come 1–1.5 s after a half is left open (see the sim's
+        // broker settings); leave time for them and for a restart.
+        workload.drain_wait_ms = 6_000;
         Self::new(seed, workload, faults, None)
     }
 
@@ -640,7 +676,7 @@ impl Plan {
     /// The same plan with delayed messages delivered early (a mutant).
     #[must_use]
     pub fn with_early_delays(mut self) -> Self {
-        self.workload.delays = Delays::MutantEarly;
+        self.workload.deferral = Deferral::EarlyDelays;
         self
     }
 

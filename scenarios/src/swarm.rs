@@ -53,12 +53,14 @@ pub enum Family {
     IsolatedMaster,
     /// [`Plan::clock_skew`]: delayed messages while the broker's clock jumps.
     ClockSkew,
+    /// [`Plan::transactions`]: transactional messages across crashes.
+    Transactions,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 13] = [
+pub const FAMILIES: [(Family, u32); 14] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -72,10 +74,11 @@ pub const FAMILIES: [(Family, u32); 13] = [
     (Family::Failover, 1),
     (Family::IsolatedMaster, 1),
     (Family::ClockSkew, 2),
+    (Family::Transactions, 2),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 24;
+pub const WEIGHT_TOTAL: u32 = 26;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -94,6 +97,7 @@ impl Family {
             Self::Failover => "failover",
             Self::IsolatedMaster => "isolated_master",
             Self::ClockSkew => "clock_skew_delays",
+            Self::Transactions => "transactions_across_crashes",
         }
     }
 
@@ -115,6 +119,7 @@ impl Family {
             Self::Failover => Plan::failover(seed),
             Self::IsolatedMaster => Plan::isolated_master(seed),
             Self::ClockSkew => Plan::clock_skew(seed),
+            Self::Transactions => Plan::transactions(seed),
         }
     }
 
@@ -136,7 +141,8 @@ impl Family {
             | Self::LongPollPartition
             | Self::GroupConsumption
             | Self::ReplicasAcrossCrashes
-            | Self::ClockSkew => Flush::Sync,
+            | Self::ClockSkew
+            | Self::Transactions => Flush::Sync,
         }
     }
 

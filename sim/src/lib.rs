@@ -36,4 +36,5 @@ pub mod oracle;
 pub mod run;
 pub mod seeds;
 pub mod sweep;
+pub mod transactions;
 pub mod workload;

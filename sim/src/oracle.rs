@@ -186,16 +186,33 @@ enum Outcome {
     Info,
 }
 
+/// What the oracle expects of a message's reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Stored for now, read where it was acknowledged.
+    Plain,
+    /// Delayed: acknowledged in the schedule queue, read later at a
+    /// position of its own (only "read somewhere" is checked); a crash may
+    /// repeat its delivery.
+    Delayed,
+    /// A committed transaction (its half was acknowledged): read later at
+    /// a position of its own, and at most once even across crashes.
+    Committed,
+    /// A rolled-back transaction: never read.
+    RolledBack,
+}
+
+impl Kind {
+    fn deferred(self) -> bool {
+        self != Self::Plain
+    }
+}
+
 /// One message id: a producer may send it several times (retries).
 struct Send {
     producer: u32,
-    /// A delayed message: acknowledged in the schedule queue, read later
-    /// at a position of its own (so only "read somewhere" is checked).
-    /// Transactional messages are deferred too (their half is acked).
-    deferred: bool,
-    /// A transactional message whose local transaction rolled back: it
-    /// must never be read.
-    rolled_back: bool,
+    /// What kind of message it is.
+    kind: Kind,
     /// The last attempt's outcome (a producer stops retrying once acked).
     outcome: Outcome,
     /// Some attempt's outcome was unknown: the id may be stored more than
@@ -281,10 +298,10 @@ fn sends(events: &[Event]) -> (BTreeMap<MessageId, Send>, Vec<MessageId>) {
             _ => None,
         })
         .collect();
-    let rolled_back: BTreeSet<&MessageId> = events
+    let decided: BTreeMap<&MessageId, bool> = events
         .iter()
         .filter_map(|e| match e {
-            Event::TxnDecided { id, commit: false } => Some(id),
+            Event::TxnDecided { id, commit } => Some((id, *commit)),
             _ => None,
         })
         .collect();
@@ -293,8 +310,12 @@ fn sends(events: &[Event]) -> (BTreeMap<MessageId, Send>, Vec<MessageId>) {
             Event::SendInvoke { producer, id, .. } => {
                 let send = sends.entry(id.clone()).or_insert(Send {
                     producer: *producer,
-                    deferred: deferred.contains(id),
-                    rolled_back: rolled_back.contains(id),
+                    kind: match decided.get(id) {
+                        Some(true) => Kind::Committed,
+                        Some(false) => Kind::RolledBack,
+                        None if deferred.contains(id) => Kind::Delayed,
+                        None => Kind::Plain,
+                    },
                     outcome: Outcome::Pending,
                     maybe_stored: false,
                 });
@@ -386,7 +407,7 @@ fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads, crashed: bool) 
             });
             continue;
         };
-        if send.rolled_back {
+        if send.kind == Kind::RolledBack {
             out.push(Violation::RolledBackVisible {
                 id: id.clone(),
                 at: first,
@@ -401,7 +422,7 @@ fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads, crashed: bool) 
                 id: id.clone(),
                 at: first,
             });
-        } else if at.len() > 1 && !(send.deferred && crashed) {
+        } else if at.len() > 1 && !(send.kind == Kind::Delayed && crashed) {
             out.push(Violation::Duplicate {
                 id: id.clone(),
                 at: at.iter().copied().collect(),
@@ -424,8 +445,8 @@ fn check_acks(
         let Outcome::Ok(queue, queue_offset) = send.outcome else {
             continue;
         };
-        if send.deferred {
-            if !send.rolled_back && !reads.contains_key(id) {
+        if send.kind.deferred() {
+            if send.kind != Kind::RolledBack && !reads.contains_key(id) {
                 out.push(Violation::LostAck {
                     id: id.clone(),
                     queue,
@@ -484,7 +505,7 @@ fn check_fifo(sends: &BTreeMap<MessageId, Send>, ack_order: &[MessageId]) -> Vec
         let Outcome::Ok(queue, offset) = s.outcome else {
             continue;
         };
-        if s.deferred {
+        if s.kind.deferred() {
             continue;
         }
         if let Some((prev_offset, prev_id)) = last.get(&(s.producer, queue)) {

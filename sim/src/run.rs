@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::{Mutex, PoisonError};
 
 use rand::Rng;
-use scenarios::{substream, Fault, Plan, Salt};
+use scenarios::{substream, Deferral, Fault, Plan, Salt};
 use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
@@ -24,6 +24,7 @@ use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caugh
 use crate::oracle::{
     check, check_group, early_deliveries, GroupBounds, OracleConfig, Verdict, Violation,
 };
+use crate::transactions::produce_transactions;
 use crate::workload::{drain, long_poll, produce};
 
 /// With a consumer group, the broker drops a member silent this long (at
@@ -35,6 +36,11 @@ const GROUP_OFFSET_PERSIST_MS: u64 = 1_000;
 /// Slack on top of the persist period before a committed offset is surely
 /// on disk (the maintenance loop's tick and the write itself).
 const OFFSET_PERSIST_SLACK_MS: u64 = 1_000;
+
+/// With transactions, a half left open this long is checked back.
+const TRANSACTION_TIMEOUT_MS: u64 = 1_000;
+/// With transactions, the broker looks for halves to check this often.
+const TRANSACTION_CHECK_INTERVAL_MS: u64 = 500;
 
 /// Everything a run produced.
 #[derive(Debug)]
@@ -83,6 +89,17 @@ fn align_task_ids() {
     });
 }
 
+/// With `SIM_LOG` set (an `EnvFilter`, e.g. `sluice_node=debug`), the
+/// production code's logs of the run go to stderr.
+fn init_logging() {
+    if let Ok(filter) = std::env::var("SIM_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
 /// Runs `plan` against a broker in `flush_mode` and checks the history.
 /// `Err` when the simulation itself fails (a host returned an error or
 /// panicked, or the time budget ran out).
@@ -96,6 +113,7 @@ pub fn run_plan(
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     align_task_ids();
+    init_logging();
     let history = History::default();
     let disk = SimDisk::with_config(
         substream(plan.seed, Salt::Disk).random(),
@@ -112,6 +130,10 @@ pub fn run_plan(
     if group {
         config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
         config.offset_persist_interval_ms = GROUP_OFFSET_PERSIST_MS;
+    }
+    if plan.workload.deferral == Deferral::Transactions {
+        config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
+        config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
     }
     let controllers = add_controllers(&mut sim, plan);
     let replicas = add_replicas(&mut sim, plan, &mut config);
@@ -142,8 +164,10 @@ pub fn run_plan(
     sim.client(
         "drain",
         drain(
+            plan.seed,
             plan.workload.queues,
             plan.workload.drain_wait_ms,
+            plan.workload.deferral == Deferral::Transactions,
             history.clone(),
         ),
     );
@@ -190,14 +214,21 @@ pub fn run_plan(
 fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> Rc<GroupProgress> {
     let finished = Rc::new(Cell::new(0));
     for p in 0..plan.workload.producers {
-        let producer = produce(
+        let (seed, workload, history, finished) = (
             plan.seed,
-            p,
             plan.workload.clone(),
             history.clone(),
             Rc::clone(&finished),
         );
-        sim.client(producer_host(p), producer);
+        if plan.workload.deferral == Deferral::Transactions {
+            let producer = produce_transactions(seed, p, workload, history, finished);
+            sim.client(producer_host(p), producer);
+        } else {
+            sim.client(
+                producer_host(p),
+                produce(seed, p, workload, history, finished),
+            );
+        }
     }
     if plan.workload.long_poll_consumers {
         for q in 0..plan.workload.queues {

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use rand::Rng;
-use scenarios::{substream, Delays, Salt, Workload};
+use scenarios::{substream, Deferral, Salt, Workload};
 use sluice_client::consumer::api::PULL_BATCH_DEFAULT;
 use sluice_client::{Message, Producer, ProducerConfig, PullConsumer, Subscription};
 use sluice_core::message::keys;
@@ -24,9 +24,9 @@ pub const TOPIC: &str = "SimTopic";
 /// The group the long-polling consumers and the drain pull as.
 const READER_GROUP: &str = "sim-readers";
 /// The producers' group.
-const PRODUCER_GROUP: &str = "sim-producers";
+pub(crate) const PRODUCER_GROUP: &str = "sim-producers";
 /// Request timeout of the workload clients.
-const REQUEST_TIMEOUT: Duration = Duration::from_millis(REQUEST_TIMEOUT_MS);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_millis(REQUEST_TIMEOUT_MS);
 /// Pause after a failed send, so a down broker is not hammered.
 /// Failed pulls of one queue before the drain gives up (a liveness failure).
 const DRAIN_ATTEMPTS_MAX: u32 = 60;
@@ -40,6 +40,8 @@ const POLL_BACKOFF: Duration = Duration::from_millis(100);
 /// The broker's first delay levels (`1s 5s 10s`): what a delayed message
 /// of the workload asks for.
 const DELAY_LEVEL_MS: [u64; 3] = [1_000, 5_000, 10_000];
+/// The delays a timer message of the workload asks for.
+const TIMER_DELAY_MS: std::ops::RangeInclusive<u64> = 500..=10_000;
 
 /// Producer `producer`: sends `messages_per_producer` fresh ids one at a
 /// time, each to queue `(producer + k) % queues`, re-sending an id that was
@@ -75,17 +77,22 @@ pub async fn produce(
         if !workload.wait_for_flush {
             message.set_property(keys::WAIT, "false");
         }
-        if workload.delays != Delays::Off && rng.random_bool(0.5) {
-            let level = rng.random_range(1..=DELAY_LEVEL_MS.len());
-            let asked = if workload.delays == Delays::MutantEarly {
-                1
+        let delays = matches!(workload.deferral, Deferral::Delays | Deferral::EarlyDelays);
+        if delays && rng.random_bool(0.5) {
+            let early = workload.deferral == Deferral::EarlyDelays;
+            let delay_ms = if rng.random_bool(0.5) {
+                let level = rng.random_range(1..=DELAY_LEVEL_MS.len());
+                let asked = if early { 1 } else { level };
+                message = message.with_delay_level(u32::try_from(asked).unwrap_or(1));
+                DELAY_LEVEL_MS[level - 1]
             } else {
-                level
+                let delay_ms = rng.random_range(TIMER_DELAY_MS);
+                message = message.with_delay_ms(if early { delay_ms / 10 } else { delay_ms });
+                delay_ms
             };
-            message = message.with_delay_level(u32::try_from(asked).unwrap_or(1));
             history.record(Event::Deferred {
                 id: id.clone(),
-                delay_ms: DELAY_LEVEL_MS[level - 1],
+                delay_ms,
             });
         }
         for _attempt in 0..=workload.retries_max {
@@ -181,9 +188,25 @@ pub async fn long_poll(
 /// Waits `wait_ms` (so every delayed message is due), then reads every
 /// queue from offset 0 until the broker reports its end, retrying while
 /// the broker is unreachable or recovering.
-pub async fn drain(queues: i32, wait_ms: u64, history: History) -> turmoil::Result {
+pub async fn drain(
+    seed: u64,
+    queues: i32,
+    wait_ms: u64,
+    transactions: bool,
+    history: History,
+) -> turmoil::Result {
+    let client = client("drain", 300, |c| {
+        c.heartbeat_interval = crate::transactions::HEARTBEAT_INTERVAL;
+    });
+    // With transactions the drain host is a member of the producers'
+    // group, so check-backs of halves its producers left open (or died
+    // with) are answered while it waits.
+    let _checker = transactions.then(|| crate::transactions::checker(seed, &client));
+    if transactions {
+        // Heartbeats reach only brokers the client knows a route to.
+        await_broker(&client).await;
+    }
     tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-    let client = client("drain", 300, |_| {});
     if !await_broker(&client).await {
         for queue in 0..queues.max(1) {
             history.record(Event::DrainIncomplete {

@@ -153,14 +153,21 @@ impl ClientRegistry {
             .unwrap_or_default()
     }
 
-    /// A live connection of a producer group (for transaction check-back).
-    pub fn producer_connection(&self, group: &str) -> Option<ConnectionHandle> {
-        self.lock()
+    /// A live connection of a producer group (for transaction check-back):
+    /// the `turn`-th modulo the live ones, so successive checks rotate over
+    /// the group and one member that never answers (hung, or gone without
+    /// closing its connection) cannot starve them.
+    pub fn producer_connection(&self, group: &str, turn: u64) -> Option<ConnectionHandle> {
+        let inner = self.lock();
+        let live: Vec<&Channel> = inner
             .producers
             .get(group)?
             .values()
-            .find(|c| !c.connection.is_closed())
-            .map(|c| c.connection.clone())
+            .filter(|c| !c.connection.is_closed())
+            .collect();
+        let n = u64::try_from(live.len()).ok().filter(|&n| n > 0)?;
+        let at = usize::try_from(turn % n).ok()?;
+        live.get(at).map(|c| c.connection.clone())
     }
 
     /// The subscription a consumer group registered for `topic`.

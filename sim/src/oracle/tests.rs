@@ -527,3 +527,24 @@ fn committed_transactions_must_be_read_and_rolled_back_ones_never() {
         }]
     );
 }
+
+#[test]
+fn a_committed_transaction_is_read_once_even_after_a_crash() {
+    let h = vec![
+        deferred("c", 0),
+        decided("c", true),
+        invoke(0, "c", 0),
+        ok("c", 0, 0),
+        Event::Fault {
+            description: "CrashBroker { power_loss: true }".into(),
+        },
+        poll(0, &[(0, "c"), (1, "c")]),
+    ];
+    assert_eq!(
+        violations(&h),
+        vec![Violation::Duplicate {
+            id: "c".into(),
+            at: vec![(0, 0), (0, 1)]
+        }]
+    );
+}

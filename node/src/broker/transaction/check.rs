@@ -99,6 +99,7 @@ async fn check_one<D: Disk, C: Clock>(
     later_ms: u64,
 ) -> Result<(), String> {
     let Some((open, rec)) = claim_half(b, origin)? else {
+        tracing::debug!(origin, "half not claimed for a check");
         return Ok(());
     };
     let host = b.store_host();
@@ -115,7 +116,10 @@ async fn check_one<D: Disk, C: Clock>(
         );
         return stored.map(|_| ());
     }
-    if b.clients().producer_connection(&open.group).is_none() {
+    // Successive checks of one half ask successive members of the group.
+    let turn = origin.wrapping_add(u64::from(open.check_times));
+    if b.clients().producer_connection(&open.group, turn).is_none() {
+        tracing::debug!(origin, group = %open.group, "no producer of the group connected; check postponed");
         b.transactions().defer(origin, later_ms);
         b.transactions().release(origin, None);
         return Ok(());
@@ -164,7 +168,7 @@ async fn check_one<D: Disk, C: Clock>(
         RemotingCommand::request_with_header(request_code::CHECK_TRANSACTION_STATE, &header)
             .with_body(body);
     cmd.mark_oneway();
-    if let Some(conn) = b.clients().producer_connection(&open.group) {
+    if let Some(conn) = b.clients().producer_connection(&open.group, turn) {
         if let Err(e) = conn
             .invoke_oneway(cmd, Duration::from_millis(CHECK_SEND_TIMEOUT_MS))
             .await

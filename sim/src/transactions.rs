@@ -1,0 +1,203 @@
+//! Transactional producers of the simulation, all `sluice-client` code:
+//! each message is a half whose local transaction commits or rolls back
+//! as decided up front from the seed and the id (so a check-back, asked of
+//! any member of the group, gets the same answer). Some halves are ended
+//! twice, some are left for the broker's check-back, and the first
+//! producer may die right after a half.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use scenarios::{substream, Salt, Workload};
+use sluice_client::{
+    HalfMessage, LocalTransactionState, Message, MessageExt, ProducerConfig, TransactionListener,
+    TransactionProducer, TurmoilTransport,
+};
+
+use crate::client::{await_broker, client, send_outcome, SendOutcome, SimClient};
+use crate::clock::SimClock;
+use crate::history::{Event, History};
+use crate::workload::{PRODUCER_GROUP, REQUEST_TIMEOUT, TOPIC};
+
+/// Members of the producers' group heartbeat this often, so a restarted
+/// broker soon knows whom to ask about open halves.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Share of local transactions that commit, in percent.
+const COMMIT_PERCENT: u64 = 70;
+
+/// Whether the local transaction of `id` commits in run `seed`.
+pub fn commits(seed: u64, id: &str) -> bool {
+    // FNV-1a of the id, mixed with the seed: stable across processes.
+    let h = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64 ^ seed, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    h % 100 < COMMIT_PERCENT
+}
+
+/// The application's side: its "database" is [`commits`].
+struct Listener {
+    seed: u64,
+}
+
+impl TransactionListener for Listener {
+    fn execute(&self, _msg: &Message, _half: &HalfMessage) -> LocalTransactionState {
+        // The workload ends its transactions itself.
+        LocalTransactionState::Unknown
+    }
+
+    fn check(&self, msg: &MessageExt) -> LocalTransactionState {
+        let id = String::from_utf8_lossy(&msg.body);
+        if commits(self.seed, &id) {
+            LocalTransactionState::Commit
+        } else {
+            LocalTransactionState::Rollback
+        }
+    }
+}
+
+type SimTransactionProducer = TransactionProducer<TurmoilTransport, SimClock>;
+
+/// A member of the producers' group; a topic it creates gets `queues`.
+fn transaction_producer(seed: u64, client: &SimClient, queues: i32) -> SimTransactionProducer {
+    // Heartbeats make the host a live member of the group for check-backs.
+    client.start();
+    TransactionProducer::new(
+        client.clone(),
+        ProducerConfig {
+            send_timeout: REQUEST_TIMEOUT,
+            retries: 0,
+            default_topic_queues: queues,
+            fault_avoidance: false,
+            ..ProducerConfig::new(PRODUCER_GROUP)
+        },
+        Arc::new(Listener { seed }),
+    )
+}
+
+/// A member of the producers' group that only answers check-backs.
+pub fn checker(seed: u64, client: &SimClient) -> SimTransactionProducer {
+    transaction_producer(seed, client, 1)
+}
+
+/// What a producer does with an acknowledged half.
+enum Ending {
+    Once,
+    Twice,
+    LeftToCheckBack,
+}
+
+/// Producer `producer` of a transactional workload: sends each id as a
+/// half (one attempt; no retries), then ends it as decided — or twice, or
+/// not at all. Producer 0 may die right after one of its halves.
+pub async fn produce_transactions(
+    seed: u64,
+    producer: u32,
+    workload: Workload,
+    history: History,
+    finished: Rc<Cell<u32>>,
+) -> turmoil::Result {
+    let host = format!("producer{producer}");
+    let client = client(&host, 100 + producer, |c| {
+        c.heartbeat_interval = HEARTBEAT_INTERVAL;
+    });
+    let tx = transaction_producer(seed, &client, workload.queues.max(1));
+    await_broker(&client).await;
+    let mut rng = substream(seed ^ u64::from(producer).rotate_left(32), Salt::Producer);
+    let dies_after = (producer == 0 && rng.random_bool(0.5))
+        .then(|| rng.random_range(0..workload.messages_per_producer));
+    for k in 0..workload.messages_per_producer {
+        let id = format!("p{producer}-{k}");
+        let commit = commits(seed, &id);
+        history.record(Event::Deferred {
+            id: id.clone(),
+            delay_ms: 0,
+        });
+        history.record(Event::TxnDecided {
+            id: id.clone(),
+            commit,
+        });
+        history.record(Event::SendInvoke {
+            producer,
+            id: id.clone(),
+            queue: -1,
+        });
+        let sent = tx.send_half(&Message::new(TOPIC, id.clone())).await;
+        let half = match sent {
+            Ok(half) => {
+                history.record(Event::SendOk {
+                    id: id.clone(),
+                    queue: half.queue.queue_id,
+                    queue_offset: u64::try_from(half.queue_offset).unwrap_or(u64::MAX),
+                });
+                Some(half)
+            }
+            Err(e) => {
+                let id = id.clone();
+                history.record(match send_outcome(Err(e)) {
+                    SendOutcome::Fail(reason) => Event::SendFail { id, reason },
+                    SendOutcome::Info(reason) => Event::SendInfo { id, reason },
+                    ok @ SendOutcome::Ok { .. } => Event::SendInfo {
+                        id,
+                        reason: format!("{ok:?}"),
+                    },
+                });
+                None
+            }
+        };
+        if let Some(half) = half {
+            if dies_after == Some(k) {
+                history.record(Event::Fault {
+                    description: format!("producer {producer} dies right after the half of {id}"),
+                });
+                client.shutdown().await;
+                break;
+            }
+            let state = if commit {
+                LocalTransactionState::Commit
+            } else {
+                LocalTransactionState::Rollback
+            };
+            let ending = match rng.random_range(0..100) {
+                0..10 => Ending::Twice,
+                10..25 => Ending::LeftToCheckBack,
+                _ => Ending::Once,
+            };
+            let ends = match ending {
+                Ending::Once => 1,
+                Ending::Twice => 2,
+                Ending::LeftToCheckBack => 0,
+            };
+            for _ in 0..ends {
+                // A failed end is left to the check-back.
+                let _ = tx.end_transaction(&half, state).await;
+            }
+        } else {
+            tokio::time::sleep(Duration::from_millis(workload.fail_backoff_ms)).await;
+        }
+        let gap_ms = rng.random_range(0..=workload.send_gap_ms_max);
+        tokio::time::sleep(Duration::from_millis(gap_ms)).await;
+    }
+    // A process that exits closes its connections (a finished turmoil
+    // client would otherwise leave them open, unanswering).
+    client.shutdown().await;
+    finished.set(finished.get() + 1);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_are_stable_and_mixed() {
+        let ids: Vec<String> = (0..200).map(|k| format!("p0-{k}")).collect();
+        let committed = ids.iter().filter(|id| commits(7, id)).count();
+        assert!((100..180).contains(&committed), "{committed} of 200");
+        assert!(ids.iter().all(|id| commits(7, id) == commits(7, id)));
+        assert!(ids.iter().any(|id| commits(7, id) != commits(8, id)));
+    }
+}
