@@ -360,11 +360,13 @@ fn reput_input<D: Disk, C: Clock>(
     })
 }
 
-/// A replica forgets the slots its master has delivered.
+/// A replica forgets the slots its master has delivered, but for the last
+/// few (see `REPLICA_KEEP_SLOTS`), which a promotion delivers again.
 fn drop_adopted<D: Disk, C: Clock>(b: &Broker<D, C>) {
     let mut g = b.timers().lock();
+    let keep_from = g.dequeued_ms.saturating_sub(g.keep_ms);
     while let Some((slot, head)) = g.wheel.first() {
-        if slot >= g.dequeued_ms {
+        if slot >= keep_from {
             break;
         }
         g.wheel.take(slot);
@@ -441,7 +443,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             let Some(&slot_max) = g.segment_slot_max.get(&start) else {
                 break;
             };
-            if start >= tail || slot_max >= version_ms {
+            if start >= tail || slot_max.saturating_add(g.keep_ms) >= version_ms {
                 break;
             }
             match g.log.remove_segment(start) {
@@ -464,6 +466,7 @@ mod tests {
     use sluice_core::{ManualClock, StoreConfig};
 
     use super::*;
+    use crate::broker::timer::REPLICA_KEEP_SLOTS;
     use crate::broker::BrokerConfig;
 
     const T0_MS: u64 = 1_700_000_000_000;
@@ -576,6 +579,42 @@ mod tests {
         assert_eq!(seen, 40, "all delivered in the end");
         assert_eq!(b.timers().pending(), 0);
         assert!(b.timers().pending_by_topic().is_empty());
+    }
+
+    /// A replica that adopted progress past a unit's slot before its master
+    /// delivered it (the master linked it late, into a later slot) keeps
+    /// it, and delivers it once promoted; without the keep window it would
+    /// be dropped with the slot and never delivered.
+    #[tokio::test]
+    async fn a_replica_keeps_slots_just_below_adopted_progress_for_a_promotion() {
+        for keep_slots in [0, REPLICA_KEEP_SLOTS] {
+            let disk = SimDisk::new(5);
+            let clock = ManualClock::new(T0_MS);
+            let b = open(&disk, &clock).await;
+            send_timer(&b, 150).await; // slot T0+100
+            send_timer(&b, 650).await; // slot T0+600
+            enqueue_batch(&b).await.expect("enqueue");
+            assert_eq!(b.timers().pending(), 2);
+            {
+                // As a replica: the master's progress arrives, past both
+                // slots, although its re-puts of them are not here.
+                let mut g = b.timers().lock();
+                g.keep_ms = keep_slots * 100;
+                g.dequeued_ms = T0_MS + 700;
+            }
+            drop_adopted(&b);
+            if keep_slots == 0 {
+                assert_eq!(b.timers().pending(), 0, "both dropped: the old loss");
+                continue;
+            }
+            // The slot within the window stays; the older one is dropped.
+            assert_eq!(b.timers().pending(), 1);
+            // Promoted: the kept slot is delivered, never early.
+            clock.advance(Duration::from_millis(800));
+            step(&b).await;
+            assert_eq!(delivered(&b), vec![T0_MS + 650]);
+            assert_eq!(b.timers().pending(), 0);
+        }
     }
 
     #[tokio::test]

@@ -95,6 +95,16 @@ struct ProgressFile {
     log_offset: u64,
 }
 
+/// In a replicated group, how many slots below the progress a broker keeps
+/// indexed although they count as delivered. A unit whose parked record
+/// became visible only after its slot was dequeued is linked by the master
+/// into a later slot, but a replica that enqueued it before adopting that
+/// progress holds it in its due slot: dropped with that slot, a promotion
+/// would never deliver it. Kept, a promoted replica (or a restarted broker
+/// of the group) delivers these slots again — at-least-once instead of
+/// never.
+pub const REPLICA_KEEP_SLOTS: u64 = 3;
+
 /// The timer index and its progress.
 pub struct Timers<D: Disk> {
     state: Mutex<State<D>>,
@@ -112,6 +122,10 @@ struct State<D: Disk> {
     next_queue_offset: u64,
     /// Slots starting before this were taken by the dequeue.
     dequeued_ms: u64,
+    /// In a replicated group, delivered slots this close below the
+    /// progress stay indexed (see [`REPLICA_KEEP_SLOTS`]); 0 for a lone
+    /// broker.
+    keep_ms: u64,
     /// The enqueue had read the whole timer queue as it stood at this time.
     caught_up_ms: u64,
     /// Log bytes below this are synced.
@@ -148,6 +162,11 @@ impl<D: Disk> Timers<D> {
             segment_slot_max: BTreeMap::new(),
             next_queue_offset: 0,
             dequeued_ms: persisted.dequeued_ms,
+            keep_ms: if config.replication.is_some() {
+                REPLICA_KEEP_SLOTS.saturating_mul(config.timer_precision_ms)
+            } else {
+                0
+            },
             caught_up_ms: 0,
             synced_to: 0,
             delivering: None,
@@ -222,8 +241,10 @@ impl<D: Disk> State<D> {
             pending_by_topic,
             segment_slot_max,
             dequeued_ms,
+            keep_ms,
             ..
         } = self;
+        let keep_ms = *keep_ms;
         *wheel = Wheel::new(wheel.precision_ms());
         pending_by_topic.clear();
         segment_slot_max.clear();
@@ -236,7 +257,7 @@ impl<D: Disk> State<D> {
             next = Some(unit.queue_offset + 1);
             let seg = segment_slot_max.entry(pos - pos % seg_bytes).or_insert(0);
             *seg = (*seg).max(unit.slot_ms);
-            if unit.slot_ms >= *dequeued_ms {
+            if unit.slot_ms.saturating_add(keep_ms) >= *dequeued_ms {
                 // The heads rebuild to the newest unit of each slot; the
                 // `prev` pointers on disk already chain the older ones.
                 wheel.link(unit.slot_ms, pos);
