@@ -673,6 +673,15 @@ impl Plan {
         self
     }
 
+    /// The same plan with about half the messages delayed (delay levels and
+    /// timers), and a drain that waits until they are all due.
+    #[must_use]
+    pub fn with_delays(mut self) -> Self {
+        self.workload.deferral = Deferral::Delays;
+        self.workload.drain_wait_ms = self.workload.drain_wait_ms.max(DELAY_MS_MAX + 2_000);
+        self
+    }
+
     /// The same plan with delayed messages delivered early (a mutant).
     #[must_use]
     pub fn with_early_delays(mut self) -> Self {

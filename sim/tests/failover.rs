@@ -7,6 +7,11 @@
 //! replica. Nothing acknowledged is lost or moved, no `(queue, offset)`
 //! ever holds two messages, and after the heal every log is byte-identical.
 //!
+//! With delayed messages (delay levels and timers, `Plan::with_delays`):
+//! every acknowledged one is delivered by whichever broker is master when
+//! it falls due, never early — the schedule and timer progress follow the
+//! master to its replicas.
+//!
 //! Scenario `isolated_master`: the master is cut off from its replicas and
 //! the controllers (not from producers) for 5–10 s. A replica is elected;
 //! the old master acknowledges nothing meanwhile — an ack from it would be
@@ -81,5 +86,16 @@ fn an_isolated_master_acknowledges_nothing_that_is_lost() {
     assert!(
         acked_after > 0,
         "no send was acknowledged after the isolation"
+    );
+}
+
+#[test]
+fn delayed_messages_and_timers_survive_a_failover() {
+    let acked_after = run_seeds("delayed_messages_and_timers_survive_a_failover", |seed| {
+        Plan::failover(seed).with_delays()
+    });
+    assert!(
+        acked_after > 0,
+        "no send was acknowledged after a master crash: no failover happened"
     );
 }
