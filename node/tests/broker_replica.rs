@@ -8,40 +8,17 @@
 mod in_process;
 mod support;
 
-use std::net::TcpListener;
 use std::time::Duration;
 
 use bytes::Bytes;
+use in_process::replication;
 use sluice_net::body::{self, KvTable};
 use sluice_net::header::{QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader};
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::RemotingCommand;
-use sluice_node::broker::{ReplicationConfig, ReplicationMode};
-use support::Client;
+use support::{free_port, Client};
 
 const TOPIC: &str = "Replicated";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn replication(ha_port: u16, master_ha: Option<String>) -> ReplicationConfig {
-    ReplicationConfig {
-        mode: ReplicationMode::Sync,
-        ha_listen: Some(format!("127.0.0.1:{ha_port}")),
-        master_ha_addr: master_ha,
-        ack_timeout_ms: 1_000,
-        not_caught_up_ms: 500,
-        session_idle_ms: 500,
-        fetch_wait_ms: 200,
-        metadata_sync_ms: 100,
-        ..ReplicationConfig::default()
-    }
-}
 
 async fn runtime(c: &Client) -> KvTable {
     let r = c

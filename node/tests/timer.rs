@@ -7,19 +7,19 @@
 mod in_process;
 mod support;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use in_process::replication;
 use sluice_core::disk::MmapDisk;
 use sluice_core::message::{keys, StoredRecord};
 use sluice_core::{Clock, SystemClock};
 use sluice_net::body::{self, KvTable};
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, TokioTransport};
-use sluice_node::broker::{Broker, BrokerConfig, ReplicationConfig, ReplicationMode, TIMER_TOPIC};
-use support::Client;
+use sluice_node::broker::{Broker, BrokerConfig, TIMER_TOPIC};
+use support::{free_port, Client};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -282,28 +282,6 @@ async fn timers_survive_a_restart_and_are_delivered_once() {
     assert_eq!(c.drain("TimerR", 0).await.len(), 200, "delivered twice");
     assert_eq!(pending_timers(&c).await, "{}");
     broker.shutdown().await;
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn replication(ha_port: u16, master_ha: Option<String>) -> ReplicationConfig {
-    ReplicationConfig {
-        mode: ReplicationMode::Sync,
-        ha_listen: Some(format!("127.0.0.1:{ha_port}")),
-        master_ha_addr: master_ha,
-        ack_timeout_ms: 1_000,
-        not_caught_up_ms: 500,
-        session_idle_ms: 500,
-        fetch_wait_ms: 200,
-        metadata_sync_ms: 100,
-        ..ReplicationConfig::default()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,7 @@ use sluice_net::header::{
 };
 use sluice_net::remoting::request_code;
 use sluice_net::{RemotingCommand, TokioTransport};
-use sluice_node::broker::{Broker, BrokerConfig};
+use sluice_node::broker::{Broker, BrokerConfig, ReplicationConfig, ReplicationMode};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -215,4 +215,20 @@ pub async fn consume_stats(
     assert_eq!(r.code, 0, "consume stats: {:?}", r.remark);
     let stats = sluice_net::body::ConsumeStats::parse(&r.body).expect("parse stats");
     (stats, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// SYNC replication on loopback with short timers, for a master (HA port
+/// `ha_port`) or a replica of the master at `master_ha`.
+pub fn replication(ha_port: u16, master_ha: Option<String>) -> ReplicationConfig {
+    ReplicationConfig {
+        mode: ReplicationMode::Sync,
+        ha_listen: Some(format!("127.0.0.1:{ha_port}")),
+        master_ha_addr: master_ha,
+        ack_timeout_ms: 1_000,
+        not_caught_up_ms: 500,
+        session_idle_ms: 500,
+        fetch_wait_ms: 200,
+        metadata_sync_ms: 100,
+        ..ReplicationConfig::default()
+    }
 }

@@ -108,7 +108,8 @@ fn free_port_pair() -> u16 {
     panic!("no free port pair");
 }
 
-fn free_port() -> u16 {
+/// A loopback port that is free now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
