@@ -10,6 +10,7 @@
 //! - `consume_queue` — per topic/queue arrays of 20-byte entries, built by dispatch
 //! - `index`  — index files: `topic#key` and `UNIQ_KEY` to CommitLog offsets
 //! - `checkpoint` — the safe point recovery trusts
+//! - `buggify` — fault points for rare legal paths, inert outside the simulation
 //! - `store`  — `MessageStore`, the broker's facade: put, get, query, recovery, retention
 
 pub mod clock;
@@ -17,6 +18,7 @@ pub mod disk;
 pub mod error;
 pub mod message;
 
+pub mod buggify;
 pub mod checkpoint;
 pub mod commit_log;
 pub mod consume_queue;

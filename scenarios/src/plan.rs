@@ -187,6 +187,10 @@ pub struct Plan {
     pub garbage_sectors: bool,
     /// Replication, when the broker has replicas.
     pub replication: Option<ReplicaSet>,
+    /// The BUGGIFY fault points of the production code are enabled: rare
+    /// legal paths (a busy broker, an early long-poll answer, a late
+    /// timer tick, an early rebalance, …) are taken now and then.
+    pub buggify: bool,
 }
 
 fn workload(seed: u64) -> Workload {
@@ -268,7 +272,17 @@ impl Plan {
             broker_skew_ms: skew(seed),
             garbage_sectors: false,
             replication,
+            buggify: false,
         }
+    }
+}
+
+impl Plan {
+    /// The same plan with the BUGGIFY fault points enabled (or not).
+    #[must_use]
+    pub fn with_buggify(mut self, on: bool) -> Self {
+        self.buggify = on;
+        self
     }
 }
 

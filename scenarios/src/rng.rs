@@ -21,6 +21,9 @@ pub enum Salt {
     Producer = 0x7072_6f64_7563_6572,
     /// Consumer group shape: how many members.
     Group = 0x6772_6f75_7073_697a,
+    /// BUGGIFY: whether a swarm run enables the fault points, and the
+    /// decisions of the points themselves.
+    Buggify = 0x6275_6767_6966_7921,
 }
 
 /// The RNG of sub-stream `salt` of run `seed`.

@@ -8,6 +8,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::plan::Plan;
+use crate::rng::{substream, Salt};
 
 /// Salt of the sub-stream that picks the family. It is not a
 /// [`crate::Salt`] so that no existing stream's values move; like those,
@@ -188,11 +189,12 @@ impl SwarmRun {
         Self::of_family(Family::at_weight(point), seed)
     }
 
-    /// The run of `family` for `seed`, with the family's settings.
+    /// The run of `family` for `seed`, with the family's settings; half
+    /// the seeds (a sub-stream of their own) enable the BUGGIFY points.
     pub fn of_family(family: Family, seed: u64) -> Self {
         Self {
             family,
-            plan: family.plan(seed),
+            plan: family.plan(seed).with_buggify(buggify(seed)),
             flush: family.flush(),
             acked_must_survive: family.acked_must_survive(),
             class: family.name(),
@@ -205,6 +207,11 @@ impl SwarmRun {
         self.plan = plan;
         self
     }
+}
+
+/// Whether swarm seed `seed` enables the BUGGIFY fault points.
+fn buggify(seed: u64) -> bool {
+    substream(seed, Salt::Buggify).random_bool(0.5)
 }
 
 #[cfg(test)]
@@ -246,7 +253,10 @@ mod tests {
     fn a_run_carries_its_family_plan_and_settings() {
         for seed in 0..200 {
             let run = SwarmRun::from_seed(seed);
-            assert_eq!(run.plan, run.family.plan(seed));
+            assert_eq!(
+                run.plan,
+                run.family.plan(seed).with_buggify(run.plan.buggify)
+            );
             assert_eq!(run.plan.seed, seed);
             assert_eq!(run.flush, run.family.flush());
             assert_eq!(run.class, run.family.name());
@@ -265,6 +275,15 @@ mod tests {
         let not_sync = Family::ReplicaPartitionAsync.plan(3).replication;
         assert_eq!(sync.map(|r| r.sync), Some(true));
         assert_eq!(not_sync.map(|r| r.sync), Some(false));
+    }
+
+    #[test]
+    fn about_half_the_seeds_enable_buggify_and_scenario_plans_never_do() {
+        let on = (0..1_000)
+            .filter(|&seed| SwarmRun::from_seed(seed).plan.buggify)
+            .count();
+        assert!((400..=600).contains(&on), "{on} of 1000");
+        assert!(FAMILIES.iter().all(|(f, _)| !f.plan(5).buggify));
     }
 
     #[test]

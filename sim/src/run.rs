@@ -10,6 +10,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rand::Rng;
 use scenarios::{substream, Deferral, Fault, Plan, Salt};
+use sluice_core::buggify::SiteReport;
 use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
@@ -57,6 +58,9 @@ pub struct RunReport {
     pub verdict: Verdict,
     /// Hash of the history and end time: equal runs, equal hashes.
     pub trace_hash: u64,
+    /// The BUGGIFY sites the run reached (empty unless the plan enables
+    /// them).
+    pub buggify: Vec<SiteReport>,
 }
 
 /// Serialises simulations within a process: tokio's task ids come from
@@ -114,6 +118,9 @@ pub fn run_plan(
         .unwrap_or_else(PoisonError::into_inner);
     align_task_ids();
     init_logging();
+    let buggify = plan
+        .buggify
+        .then(|| sluice_core::buggify::enable(substream(plan.seed, Salt::Buggify).random()));
     let history = History::default();
     let disk = SimDisk::with_config(
         substream(plan.seed, Salt::Disk).random(),
@@ -147,39 +154,7 @@ pub fn run_plan(
         controllers: &controllers,
     };
     safety_phase(&mut sim, plan, &disks, &history, &progress)?;
-    if !sim.is_host_running(BROKER) {
-        sim.bounce(BROKER);
-        history.record_at(now_ms(&sim), fault_event("restart broker for the drain"));
-    }
-    for (i, _) in replicas.iter().enumerate() {
-        let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
-        if !sim.is_host_running(host.as_str()) {
-            sim.bounce(host.as_str());
-            history.record_at(
-                now_ms(&sim),
-                fault_event(&format!("restart {host} for the drain")),
-            );
-        }
-    }
-    sim.client(
-        "drain",
-        drain(
-            plan.seed,
-            plan.workload.queues,
-            plan.workload.drain_wait_ms,
-            plan.workload.deferral == Deferral::Transactions,
-            history.clone(),
-        ),
-    );
-    sim.run().map_err(|e| format!("drain phase: {e}"))?;
-    if !replicas.is_empty() {
-        // A quiet spell: replicas fetch whatever the drain left behind.
-        sim.client("settle", async {
-            tokio::time::sleep(REPLICAS_SETTLE).await;
-            Ok(())
-        });
-        sim.run().map_err(|e| format!("settle phase: {e}"))?;
-    }
+    liveness_phase(&mut sim, plan, replicas.len(), &history)?;
     let end_ms = now_ms(&sim);
     drop(sim);
     let entries = history.entries();
@@ -202,11 +177,57 @@ pub fn run_plan(
         entries,
         end_ms,
         disk: disk.stats(),
+        buggify: sluice_core::buggify::report(),
     };
+    drop(buggify);
     if std::env::var_os("SIM_TRACE").is_some() {
         report.print_trace();
     }
     Ok(report)
+}
+
+/// Heals the cluster (restarts whatever is down) and drains every queue;
+/// with replicas, a quiet spell lets them fetch what the drain left.
+fn liveness_phase(
+    sim: &mut turmoil::Sim<'_>,
+    plan: &Plan,
+    replicas: usize,
+    history: &History,
+) -> Result<(), String> {
+    if !sim.is_host_running(BROKER) {
+        sim.bounce(BROKER);
+        history.record_at(now_ms(sim), fault_event("restart broker for the drain"));
+    }
+    for i in 0..replicas {
+        let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
+        if !sim.is_host_running(host.as_str()) {
+            sim.bounce(host.as_str());
+            history.record_at(
+                now_ms(sim),
+                fault_event(&format!("restart {host} for the drain")),
+            );
+        }
+    }
+    sim.client(
+        "drain",
+        drain(
+            plan.seed,
+            plan.workload.queues,
+            plan.workload.drain_wait_ms,
+            plan.workload.deferral == Deferral::Transactions,
+            history.clone(),
+        ),
+    );
+    sim.run().map_err(|e| format!("drain phase: {e}"))?;
+    if replicas > 0 {
+        // A quiet spell: replicas fetch whatever the drain left behind.
+        sim.client("settle", async {
+            tokio::time::sleep(REPLICAS_SETTLE).await;
+            Ok(())
+        });
+        sim.run().map_err(|e| format!("settle phase: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Starts the plan's clients: the producers, and the long-polling
@@ -629,6 +650,12 @@ impl RunReport {
             "{}",
             self.describe(&format!("trace hash {:016x}", self.trace_hash))
         );
+        for s in self.buggify.iter().filter(|s| s.fired > 0) {
+            println!(
+                "BUGGIFY {} fired {} of {} times",
+                s.site, s.fired, s.reached
+            );
+        }
         for v in &self.verdict.violations {
             println!("VIOLATION {v}");
         }

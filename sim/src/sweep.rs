@@ -53,11 +53,13 @@ pub enum FaultClass {
     MemberPartition,
     /// The broker's wall clock was stepped forward or back.
     ClockStep,
+    /// A BUGGIFY fault point of the production code fired.
+    Buggify,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -73,6 +75,7 @@ impl FaultClass {
         Self::ConsumerPartition,
         Self::MemberPartition,
         Self::ClockStep,
+        Self::Buggify,
     ];
 
     /// The class's name in reports.
@@ -93,6 +96,7 @@ impl FaultClass {
             Self::ConsumerPartition => "consumer_partition",
             Self::MemberPartition => "member_partition",
             Self::ClockStep => "clock_step",
+            Self::Buggify => "buggify",
         }
     }
 
@@ -141,6 +145,8 @@ pub struct SeedOutcome {
     pub failure: Option<String>,
     /// The fault classes that actually fired.
     pub fired: BTreeSet<FaultClass>,
+    /// The BUGGIFY sites that fired.
+    pub sites: BTreeSet<&'static str>,
     /// The run's trace hash (`None` if the simulation itself failed).
     pub trace_hash: Option<u64>,
 }
@@ -185,6 +191,12 @@ pub fn run_swarm(run: &SwarmRun) -> SeedOutcome {
             family: run.family,
             failure: judge(run, &report),
             fired: fired_classes(&report),
+            sites: report
+                .buggify
+                .iter()
+                .filter(|s| s.fired > 0)
+                .map(|s| s.site)
+                .collect(),
             trace_hash: Some(report.trace_hash),
         },
         Err(e) => SeedOutcome {
@@ -192,6 +204,7 @@ pub fn run_swarm(run: &SwarmRun) -> SeedOutcome {
             family: run.family,
             failure: Some(format!("simulation failed: {e}\n  plan: {:?}", run.plan)),
             fired: BTreeSet::new(),
+            sites: BTreeSet::new(),
             trace_hash: None,
         },
     }
@@ -268,6 +281,10 @@ pub fn fired_classes(report: &RunReport) -> BTreeSet<FaultClass> {
                 (report.disk.pages_lost, FaultClass::LostPages),
                 (report.disk.pages_garbage, FaultClass::GarbagePages),
                 (report.disk.eio_injected, FaultClass::SyncEio),
+                (
+                    report.buggify.iter().map(|s| s.fired).sum(),
+                    FaultClass::Buggify,
+                ),
             ]
             .into_iter()
             .filter(|(count, _)| *count > 0)
@@ -313,6 +330,8 @@ pub struct SweepSummary {
     pub families: BTreeMap<&'static str, u64>,
     /// Runs in which each fault class fired.
     pub fired: BTreeMap<FaultClass, u64>,
+    /// Runs in which each BUGGIFY site fired.
+    pub sites: BTreeMap<String, u64>,
     /// The failing seeds, in the order they ran.
     pub failures: Vec<SweepFailure>,
 }
@@ -324,6 +343,9 @@ impl SweepSummary {
         *self.families.entry(outcome.family.name()).or_default() += 1;
         for class in &outcome.fired {
             *self.fired.entry(*class).or_default() += 1;
+        }
+        for site in &outcome.sites {
+            *self.sites.entry((*site).to_owned()).or_default() += 1;
         }
         if let Some(first) = outcome.first_violation() {
             self.failures.push(SweepFailure {
@@ -343,6 +365,9 @@ impl SweepSummary {
         for (class, n) in &other.fired {
             *self.fired.entry(*class).or_default() += n;
         }
+        for (site, n) in &other.sites {
+            *self.sites.entry(site.clone()).or_default() += n;
+        }
         self.failures.extend(other.failures.iter().cloned());
         self.failures.sort_by_key(|f| f.seed);
     }
@@ -357,6 +382,9 @@ impl SweepSummary {
         }
         for (class, n) in &self.fired {
             let _ = writeln!(out, "fired {} {n}", class.name());
+        }
+        for (site, n) in &self.sites {
+            let _ = writeln!(out, "site {site} {n}");
         }
         for f in &self.failures {
             let text = f.first_violation.replace(['\n', '\r'], " ");
@@ -388,6 +416,10 @@ impl SweepSummary {
             "fired" => {
                 let class = FaultClass::from_name(words.next()?)?;
                 *self.fired.entry(class).or_default() += words.next()?.parse::<u64>().ok()?;
+            }
+            "site" => {
+                let site = words.next()?.to_owned();
+                *self.sites.entry(site).or_default() += words.next()?.parse::<u64>().ok()?;
             }
             "failure" => {
                 let seed = words.next()?.parse().ok()?;
@@ -438,6 +470,10 @@ impl SweepSummary {
         for class in FaultClass::ALL {
             let n = self.fired.get(&class).copied().unwrap_or(0);
             let _ = writeln!(out, "  {:<32} {n}", class.name());
+        }
+        let _ = writeln!(out, "runs in which each BUGGIFY site fired:");
+        for (site, n) in &self.sites {
+            let _ = writeln!(out, "  {site:<56} {n}");
         }
         out
     }
@@ -686,6 +722,7 @@ mod tests {
             family: Family::Failover,
             failure: Some("1 violation(s), first: lost\n  plan: …".into()),
             fired: [FaultClass::BrokerPowerLoss, FaultClass::ControllerCrash].into(),
+            sites: ["sluice_node::broker::register:27"].into(),
             trace_hash: Some(1),
         });
         a.add(&SeedOutcome {
@@ -693,6 +730,7 @@ mod tests {
             family: Family::BrokerCrash,
             failure: None,
             fired: [FaultClass::BrokerPowerLoss].into(),
+            sites: BTreeSet::new(),
             trace_hash: Some(2),
         });
         let parsed = SweepSummary::parse(&a.to_lines()).expect("parses");
@@ -706,6 +744,10 @@ mod tests {
         assert_eq!(merged.seeds_run, 4);
         assert_eq!(merged.fired.get(&FaultClass::BrokerPowerLoss), Some(&4));
         assert_eq!(merged.families.get("failover"), Some(&2));
+        assert_eq!(
+            merged.sites.get("sluice_node::broker::register:27"),
+            Some(&2)
+        );
         assert!(SweepSummary::parse("seeds x").is_err());
         assert!(SweepSummary::parse("family nope 1").is_err());
     }
@@ -744,6 +786,7 @@ mod tests {
             family: Family::FsyncEio,
             failure: Some("acknowledged while fenced".into()),
             fired: [FaultClass::SyncEio].into(),
+            sites: BTreeSet::new(),
             trace_hash: None,
         });
         let text = s.report(2.0, |seed| format!("replay {seed}"));

@@ -289,9 +289,16 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
         let rebalance = tokio::spawn(async move {
             let every = me.inner.client.config().rebalance_interval;
             loop {
+                // A legal rare path: a rebalance comes early.
+                let pause = if sluice_core::buggify!() {
+                    let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+                    Duration::from_millis(sluice_core::buggify::amount(every_ms))
+                } else {
+                    every
+                };
                 tokio::select! {
                     () = notify.notified() => {}
-                    () = tokio::time::sleep(every) => {}
+                    () = tokio::time::sleep(pause) => {}
                 }
                 me.rebalance().await;
             }
@@ -624,6 +631,12 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
                         let msgs = Self::accept(&q, r.messages, r.next_begin_offset);
                         if !msgs.is_empty() {
                             self.dispatch(&q, &msgs);
+                        }
+                        if sluice_core::buggify!() {
+                            // A legal rare path: the next pull comes late
+                            // (a slow consumer host).
+                            let ms = sluice_core::buggify::amount(500);
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
                         }
                     }
                     PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {

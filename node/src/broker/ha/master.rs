@@ -161,6 +161,17 @@ fn handshake<D: Disk, C: Clock>(
     RemotingCommand::success().with_body(json_body(&reply))
 }
 
+/// The most bytes one fetch answer carries.
+fn fetch_limit(ha: &Replication) -> usize {
+    if sluice_core::buggify!() {
+        // A legal rare path: one log unit per fetch, so replicas see the
+        // stream in its smallest pieces.
+        1
+    } else {
+        ha.config().fetch_bytes_max
+    }
+}
+
 async fn fetch<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     ha: &Replication,
@@ -227,7 +238,7 @@ async fn fetch<D: Disk, C: Clock>(
         let _ = tokio::time::timeout(Duration::from_millis(ha.config().fetch_wait_ms), wait).await;
     }
     let written = log.written().0;
-    let bytes = match log.read_units(CommitLogOffset(f.from), ha.config().fetch_bytes_max) {
+    let bytes = match log.read_units(CommitLogOffset(f.from), fetch_limit(ha)) {
         Ok(bytes) => bytes,
         Err(e) => {
             return fail(

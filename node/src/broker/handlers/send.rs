@@ -15,6 +15,7 @@ use sluice_core::Clock;
 use sluice_net::header::{SendMessageRequestHeader, SendMessageResponseHeader};
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
+use tokio::sync::SemaphorePermit;
 
 use crate::broker::response::{bad_request, fail, replica_ack_response, store_error_response};
 use crate::broker::{Broker, PERM_READ, PERM_WRITE};
@@ -24,11 +25,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     ctx: &RequestContext,
     req: &RemotingCommand,
 ) -> RemotingCommand {
-    let Ok(_permit) = b.send_permits().try_acquire() else {
-        return fail(
-            response_code::SYSTEM_BUSY,
-            "[TIMEOUT_CLEAN_QUEUE]broker busy: too many sends in flight, try another broker",
-        );
+    let _permit = match admit(b) {
+        Ok(permit) => permit,
+        Err(busy) => return busy,
     };
     let h = match SendMessageRequestHeader::from_request(req) {
         Ok(h) => h,
@@ -125,6 +124,26 @@ pub(super) async fn handle<D: Disk, C: Clock>(
 
 /// Stores one message, first diverting it to the schedule topic when it
 /// asks for a delay and `may_delay` (dead letters are never delayed).
+/// Flow control: a permit for one send in flight, or the busy answer
+/// (`SYSTEM_BUSY`, which producers retry) when too many are in flight.
+fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, RemotingCommand> {
+    let Ok(permit) = b.send_permits().try_acquire() else {
+        return Err(fail(
+            response_code::SYSTEM_BUSY,
+            "[TIMEOUT_CLEAN_QUEUE]broker busy: too many sends in flight, try another broker",
+        ));
+    };
+    if sluice_core::buggify!() {
+        // A legal rare answer: flow control refuses the send before it is
+        // stored, and the producer must retry (or report a failure).
+        return Err(fail(
+            response_code::SYSTEM_BUSY,
+            "[TIMEOUT_CLEAN_QUEUE]broker busy (buggify)",
+        ));
+    }
+    Ok(permit)
+}
+
 async fn send_one<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     mut msg: MessageInput,

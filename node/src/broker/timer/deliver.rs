@@ -169,7 +169,11 @@ async fn run_dequeue<D: Disk, C: Clock>(b: Arc<Broker<D, C>>) {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
-        let (delivered, pause_ms) = dequeue_due(&b).await;
+        let (delivered, mut pause_ms) = dequeue_due(&b).await;
+        if sluice_core::buggify!() {
+            // A legal rare path: the wheel turns late (a busy broker).
+            pause_ms += sluice_core::buggify::amount(1_000);
+        }
         since_persist_ms += pause_ms.max(1);
         if delivered || since_persist_ms >= IDLE_PERSIST_INTERVAL_MS {
             b.persist_timer_progress().await;

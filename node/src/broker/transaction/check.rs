@@ -46,7 +46,14 @@ async fn check_due<D: Disk, C: Clock>(b: &Broker<D, C>) {
     let now_ms = b.clock().wall_ms();
     let max = b.config().transaction_check_max;
     let interval_ms = b.config().transaction_check_interval_ms.max(10);
-    for (origin, open) in b.transactions().due(now_ms, CHECKS_PER_PASS_MAX) {
+    // A legal rare path: halves are checked back before their timeout,
+    // while their producer may still be about to end them.
+    let horizon_ms = if sluice_core::buggify!() {
+        now_ms.saturating_add(b.config().transaction_timeout_ms)
+    } else {
+        now_ms
+    };
+    for (origin, open) in b.transactions().due(horizon_ms, CHECKS_PER_PASS_MAX) {
         if open.check_times >= max {
             if let Err(e) = park(b, origin).await {
                 tracing::warn!(error = %e, origin, "could not park a half; retrying next pass");
