@@ -145,6 +145,14 @@ pub enum Fault {
         /// The step, in milliseconds.
         by_ms: i64,
     },
+    /// Every sync of the broker's disk takes `sync_ms` longer (a slow or
+    /// overloaded device), until [`Fault::HealBrokerDisk`].
+    SlowBrokerDisk {
+        /// The extra latency of each sync, in milliseconds.
+        sync_ms: u64,
+    },
+    /// The broker's disk syncs at its normal speed again.
+    HealBrokerDisk,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -393,6 +401,43 @@ impl Plan {
                 fault: Fault::RepairConsumers,
             },
         ];
+        Self::new(seed, workload, faults, None)
+    }
+
+    /// Scenario `slow_disk`: the broker's disk turns slow for a while —
+    /// every sync takes 20 ms to 4 s longer, beyond the producers' 2 s
+    /// request timeout for some seeds — while producers send with
+    /// `SYNC_FLUSH` and up to two retries; for half the seeds the broker
+    /// also loses power while the disk is slow, with syncs in flight. A
+    /// send that timed out is indeterminate; nothing acknowledged may be
+    /// lost.
+    pub fn slow_disk(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.retries_max = 2;
+        let mut rng = substream(seed, Salt::Faults);
+        let start_ms = rng.random_range(20..=workload.expected_ms().max(60) / 2);
+        let sync_ms = if rng.random_bool(0.5) {
+            rng.random_range(20..=300)
+        } else {
+            rng.random_range(300..=4_000)
+        };
+        let heal_ms = start_ms + rng.random_range(500..=4_000);
+        let mut faults = vec![
+            TimedFault {
+                at_ms: start_ms,
+                fault: Fault::SlowBrokerDisk { sync_ms },
+            },
+            TimedFault {
+                at_ms: heal_ms,
+                fault: Fault::HealBrokerDisk,
+            },
+        ];
+        if rng.random_bool(0.5) {
+            let at_ms = rng.random_range(start_ms + 1..heal_ms);
+            push_crash(&mut faults, at_ms, true);
+            push_restart(&mut faults, at_ms + rng.random_range(50..=1_000));
+        }
+        faults.sort_by_key(|f| f.at_ms);
         Self::new(seed, workload, faults, None)
     }
 

@@ -56,12 +56,14 @@ pub enum Family {
     ClockSkew,
     /// [`Plan::transactions`]: transactional messages across crashes.
     Transactions,
+    /// [`Plan::slow_disk`]: syncs slower than the producers' timeout.
+    SlowDisk,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 14] = [
+pub const FAMILIES: [(Family, u32); 15] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -76,10 +78,11 @@ pub const FAMILIES: [(Family, u32); 14] = [
     (Family::IsolatedMaster, 1),
     (Family::ClockSkew, 2),
     (Family::Transactions, 2),
+    (Family::SlowDisk, 2),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 26;
+pub const WEIGHT_TOTAL: u32 = 28;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -99,6 +102,7 @@ impl Family {
             Self::IsolatedMaster => "isolated_master",
             Self::ClockSkew => "clock_skew_delays",
             Self::Transactions => "transactions_across_crashes",
+            Self::SlowDisk => "slow_disk",
         }
     }
 
@@ -121,6 +125,7 @@ impl Family {
             Self::IsolatedMaster => Plan::isolated_master(seed),
             Self::ClockSkew => Plan::clock_skew(seed),
             Self::Transactions => Plan::transactions(seed),
+            Self::SlowDisk => Plan::slow_disk(seed),
         }
     }
 
@@ -143,7 +148,8 @@ impl Family {
             | Self::GroupConsumption
             | Self::ReplicasAcrossCrashes
             | Self::ClockSkew
-            | Self::Transactions => Flush::Sync,
+            | Self::Transactions
+            | Self::SlowDisk => Flush::Sync,
         }
     }
 

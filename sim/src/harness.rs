@@ -77,8 +77,17 @@ pub fn add_namesrv(sim: &mut turmoil::Sim<'_>) {
 /// Gives every sync of `disk` a simulated latency that grows with its size,
 /// so concurrent puts share group commits and crashes land mid-sync.
 pub fn slow_syncs(disk: &SimDisk) {
-    disk.set_sync_delay(Some(Arc::new(|bytes: u64| {
-        Box::pin(tokio::time::sleep(Duration::from_micros(300 + bytes / 8)))
+    slower_syncs(disk, 0);
+}
+
+/// Like [`slow_syncs`], with `extra_ms` more latency on every sync (the
+/// slow-disk fault; 0 restores the normal speed).
+pub fn slower_syncs(disk: &SimDisk, extra_ms: u64) {
+    let extra = Duration::from_millis(extra_ms);
+    disk.set_sync_delay(Some(Arc::new(move |bytes: u64| {
+        Box::pin(tokio::time::sleep(
+            extra + Duration::from_micros(300 + bytes / 8),
+        ))
     })));
 }
 

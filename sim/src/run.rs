@@ -18,7 +18,8 @@ use crate::clock::Skew;
 use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
     add_broker, add_broker_host_after, add_controller, add_namesrv, broker_config, builder,
-    controller_host, crash_broker, replica_host, replication_config, slow_syncs, BROKER, HA_PORT,
+    controller_host, crash_broker, replica_host, replication_config, slow_syncs, slower_syncs,
+    BROKER, HA_PORT,
 };
 use crate::history::{trace_hash, Entry, Event, History};
 use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
@@ -360,6 +361,8 @@ fn safety_phase(
                 Fault::IsolateBroker => each_peer(disks, |peer| sim.partition(BROKER, peer)),
                 Fault::RejoinBroker => each_peer(disks, |peer| sim.repair(BROKER, peer)),
                 Fault::StepBrokerClock { by_ms } => disks.broker_skew.step(by_ms),
+                Fault::SlowBrokerDisk { sync_ms } => slower_syncs(disks.broker, sync_ms),
+                Fault::HealBrokerDisk => slow_syncs(disks.broker),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }

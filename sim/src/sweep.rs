@@ -55,11 +55,13 @@ pub enum FaultClass {
     ClockStep,
     /// A BUGGIFY fault point of the production code fired.
     Buggify,
+    /// The broker's disk synced slowly for a while.
+    SlowDisk,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -76,6 +78,7 @@ impl FaultClass {
         Self::MemberPartition,
         Self::ClockStep,
         Self::Buggify,
+        Self::SlowDisk,
     ];
 
     /// The class's name in reports.
@@ -97,6 +100,7 @@ impl FaultClass {
             Self::MemberPartition => "member_partition",
             Self::ClockStep => "clock_step",
             Self::Buggify => "buggify",
+            Self::SlowDisk => "slow_disk",
         }
     }
 
@@ -119,6 +123,7 @@ impl FaultClass {
             Fault::CrashController { .. } => Some(Self::ControllerCrash),
             Fault::IsolateBroker => Some(Self::MasterIsolation),
             Fault::StepBrokerClock { .. } => Some(Self::ClockStep),
+            Fault::SlowBrokerDisk { .. } => Some(Self::SlowDisk),
             Fault::RestartBroker
             | Fault::FailNextSync
             | Fault::ReleaseProducers
@@ -128,7 +133,8 @@ impl FaultClass {
             | Fault::RepairReplica { .. }
             | Fault::RestartReplica { .. }
             | Fault::RestartController { .. }
-            | Fault::RejoinBroker => None,
+            | Fault::RejoinBroker
+            | Fault::HealBrokerDisk => None,
         }
     }
 }
@@ -490,7 +496,8 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         | (Fault::HoldProducers, Fault::ReleaseProducers)
         | (Fault::PartitionProducers, Fault::RepairProducers)
         | (Fault::PartitionConsumers, Fault::RepairConsumers)
-        | (Fault::IsolateBroker, Fault::RejoinBroker) => true,
+        | (Fault::IsolateBroker, Fault::RejoinBroker)
+        | (Fault::SlowBrokerDisk { .. }, Fault::HealBrokerDisk) => true,
         (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
         | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
