@@ -153,6 +153,11 @@ pub enum Fault {
     },
     /// The broker's disk syncs at its normal speed again.
     HealBrokerDisk,
+    /// A one-way partition: everything the broker sends to the producers
+    /// is dropped, while their requests still arrive (and are stored).
+    CutResponsesToProducers,
+    /// Heal that one-way partition.
+    RestoreResponsesToProducers,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -378,6 +383,14 @@ impl Plan {
             push(at_ms, Fault::PartitionProducers);
             at_ms += rng.random_range(100..=3_000);
             push(at_ms, Fault::RepairProducers);
+        }
+        // Drawn after everything above, so the earlier faults of a seed
+        // stay what they were before this fault existed.
+        if rng.random_bool(0.5) {
+            at_ms += rng.random_range(50..=500);
+            push(at_ms, Fault::CutResponsesToProducers);
+            at_ms += rng.random_range(100..=3_000);
+            push(at_ms, Fault::RestoreResponsesToProducers);
         }
         Self::new(seed, workload, faults, None)
     }

@@ -363,6 +363,12 @@ fn safety_phase(
                 Fault::StepBrokerClock { by_ms } => disks.broker_skew.step(by_ms),
                 Fault::SlowBrokerDisk { sync_ms } => slower_syncs(disks.broker, sync_ms),
                 Fault::HealBrokerDisk => slow_syncs(disks.broker),
+                Fault::CutResponsesToProducers => {
+                    each_producer(plan, |p| sim.partition_oneway(BROKER, p));
+                }
+                Fault::RestoreResponsesToProducers => {
+                    each_producer(plan, |p| sim.repair_oneway(BROKER, p));
+                }
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }

@@ -57,11 +57,13 @@ pub enum FaultClass {
     Buggify,
     /// The broker's disk synced slowly for a while.
     SlowDisk,
+    /// The broker's answers to the producers were dropped (one way).
+    ProducerOneWayPartition,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -79,6 +81,7 @@ impl FaultClass {
         Self::ClockStep,
         Self::Buggify,
         Self::SlowDisk,
+        Self::ProducerOneWayPartition,
     ];
 
     /// The class's name in reports.
@@ -101,6 +104,7 @@ impl FaultClass {
             Self::ClockStep => "clock_step",
             Self::Buggify => "buggify",
             Self::SlowDisk => "slow_disk",
+            Self::ProducerOneWayPartition => "producer_one_way_partition",
         }
     }
 
@@ -124,6 +128,7 @@ impl FaultClass {
             Fault::IsolateBroker => Some(Self::MasterIsolation),
             Fault::StepBrokerClock { .. } => Some(Self::ClockStep),
             Fault::SlowBrokerDisk { .. } => Some(Self::SlowDisk),
+            Fault::CutResponsesToProducers => Some(Self::ProducerOneWayPartition),
             Fault::RestartBroker
             | Fault::FailNextSync
             | Fault::ReleaseProducers
@@ -134,7 +139,8 @@ impl FaultClass {
             | Fault::RestartReplica { .. }
             | Fault::RestartController { .. }
             | Fault::RejoinBroker
-            | Fault::HealBrokerDisk => None,
+            | Fault::HealBrokerDisk
+            | Fault::RestoreResponsesToProducers => None,
         }
     }
 }
@@ -497,7 +503,8 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         | (Fault::PartitionProducers, Fault::RepairProducers)
         | (Fault::PartitionConsumers, Fault::RepairConsumers)
         | (Fault::IsolateBroker, Fault::RejoinBroker)
-        | (Fault::SlowBrokerDisk { .. }, Fault::HealBrokerDisk) => true,
+        | (Fault::SlowBrokerDisk { .. }, Fault::HealBrokerDisk)
+        | (Fault::CutResponsesToProducers, Fault::RestoreResponsesToProducers) => true,
         (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
         | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })

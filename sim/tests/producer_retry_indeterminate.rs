@@ -2,7 +2,10 @@
 //! the producers' timeout and delivers them late (and sometimes partitions
 //! them), so sends end indeterminate and producers re-send the same id.
 //! Duplicates may appear, but only for ids with an indeterminate attempt;
-//! nothing acknowledged is lost and every queue stays dense.
+//! nothing acknowledged is lost and every queue stays dense. For half the
+//! seeds a one-way partition then drops only the broker's answers: the
+//! requests still arrive and are stored, so the producers see timeouts for
+//! messages that were written.
 
 use scenarios::Plan;
 use sim::history::Event;
@@ -17,6 +20,8 @@ const SEEDS: std::ops::RangeInclusive<u64> = 1..=64;
 fn retried_sends_duplicate_only_after_an_indeterminate_attempt() {
     let mut indeterminate = 0;
     let mut duplicated = 0;
+    let mut one_way = 0;
+    let mut stored_unanswered = 0;
     for_each_seed(
         "producer_retry_indeterminate",
         "retried_sends_duplicate_only_after_an_indeterminate_attempt",
@@ -37,10 +42,23 @@ fn retried_sends_duplicate_only_after_an_indeterminate_attempt() {
                 .filter(|e| matches!(e.event, Event::SendInfo { .. }))
                 .count();
             duplicated += report.verdict.summary.duplicated;
+            let cut = report.entries.iter().any(|e| {
+                matches!(&e.event, Event::Fault { description } if description == "CutResponsesToProducers")
+            });
+            if cut {
+                one_way += 1;
+                stored_unanswered +=
+                    report.verdict.summary.recovered + report.verdict.summary.duplicated;
+            }
             report.failure().map_or(Ok(()), Err)
         },
     );
     assert!(indeterminate > 0, "no send ever ended indeterminate");
+    assert!(one_way > 0, "no run cut the broker's answers one way");
+    assert!(
+        stored_unanswered > 0,
+        "no request that lost its answer one way was ever stored"
+    );
     assert!(
         duplicated > 0,
         "no held request was ever stored late next to its retry"
