@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::commit_log::is_dispatchable;
-use crate::commit_log::scan::{step_fresh, Step};
+use crate::commit_log::scan::{step_fresh_or_io, Step};
 use crate::consume_queue::CqEntry;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
@@ -54,33 +54,12 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Like [`dispatch_to`](Self::dispatch_to), ignoring the gate.
     pub(crate) fn dispatch_to_ungated(&self, limit: u64) -> Result<()> {
         let mut grown: BTreeMap<(String, i32), QueueOffset> = BTreeMap::new();
-        {
+        let outcome = {
             let mut d = self.lock_dispatcher();
-            while d.cursor < limit {
-                match step_fresh(self.log.chain(), d.cursor) {
-                    Step::Record(rec, _) => {
-                        if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
-                            grown.insert((rec.topic.clone(), rec.queue_id), q);
-                        }
-                        d.cursor += u64::from(rec.total_size);
-                        d.last_store_ms = rec.store_timestamp_ms;
-                    }
-                    Step::Blank { next } | Step::Pad { next } => d.cursor = next,
-                    Step::End(reason) => {
-                        let e = Error::Corrupt {
-                            path: "commitlog".to_owned(),
-                            offset: d.cursor,
-                            reason,
-                        };
-                        self.log.poison(e.to_string());
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        if grown.is_empty() {
-            return Ok(());
-        }
+            self.dispatch_below(&mut d, limit, &mut grown)
+        };
+        // Queues that grew before a failure are told too: their records are
+        // visible, and a parked long poll must not miss them.
         let listener = self
             .listener
             .read()
@@ -89,6 +68,41 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if let Some(listener) = listener {
             for ((topic, queue_id), max) in grown {
                 listener(&topic, queue_id, max);
+            }
+        }
+        outcome
+    }
+
+    /// Moves the cursor over every record below `limit`, noting in `grown`
+    /// each queue's new max offset. A disk error (ENOSPC creating a queue
+    /// segment or an index file, EIO reading the log) stops it with the
+    /// cursor on the record that failed, to be retried by a later dispatch;
+    /// only a record that is not valid fences the store.
+    fn dispatch_below(
+        &self,
+        d: &mut Dispatcher,
+        limit: u64,
+        grown: &mut BTreeMap<(String, i32), QueueOffset>,
+    ) -> Result<()> {
+        while d.cursor < limit {
+            match step_fresh_or_io(self.log.chain(), d.cursor)? {
+                Step::Record(rec, _) => {
+                    if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
+                        grown.insert((rec.topic.clone(), rec.queue_id), q);
+                    }
+                    d.cursor += u64::from(rec.total_size);
+                    d.last_store_ms = rec.store_timestamp_ms;
+                }
+                Step::Blank { next } | Step::Pad { next } => d.cursor = next,
+                Step::End(reason) => {
+                    let e = Error::Corrupt {
+                        path: "commitlog".to_owned(),
+                        offset: d.cursor,
+                        reason,
+                    };
+                    self.log.poison(e.to_string());
+                    return Err(e);
+                }
             }
         }
         Ok(())
@@ -121,7 +135,13 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 size: rec.total_size,
                 tags_code: props.tags().map_or(0, tags_code),
             };
-            cq.append(q, entry)?;
+            // An earlier dispatch of this record may have written its entry
+            // and then failed on the index (ENOSPC rolling an index file):
+            // the retry must not refuse its own entry as a rewrite.
+            let written_before = q < cq.max_offset() && cq.entry(q)? == Some(entry);
+            if !written_before {
+                cq.append(q, entry)?;
+            }
             grown = Some(q.plus(1));
         }
         if !to_index {
