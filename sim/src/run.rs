@@ -125,16 +125,9 @@ pub fn run_plan(
     slow_syncs(&disk);
     let mut sim = builder(plan.seed).build();
     add_namesrv(&mut sim);
-    let mut config = broker_config(flush_mode);
+    let mut config = plan_broker_config(plan, flush_mode);
     let group = plan.workload.group_members > 0;
-    if group {
-        config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
-        config.offset_persist_interval_ms = GROUP_OFFSET_PERSIST_MS;
-    }
-    if plan.workload.deferral == Deferral::Transactions {
-        config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
-        config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
-    }
+    let offset_persist_ms = offset_persist_ms(plan);
     let controllers = add_controllers(&mut sim, plan);
     let replicas = add_replicas(&mut sim, plan, &mut config);
     let broker_skew = Skew::new(plan.broker_skew_ms);
@@ -147,6 +140,8 @@ pub fn run_plan(
         controllers: &controllers,
     };
     safety_phase(&mut sim, plan, &disks, &history, &progress)?;
+    // A plan shrunk to a fill without its free must still drain.
+    disk.set_full(false);
     if !sim.is_host_running(BROKER) {
         sim.bounce(BROKER);
         history.record_at(now_ms(&sim), fault_event("restart broker for the drain"));
@@ -189,7 +184,7 @@ pub fn run_plan(
         .violations
         .extend(early_deliveries(&entries, forward_steps_ms(plan)));
     if group {
-        let bounds = group_bounds(plan, GROUP_OFFSET_PERSIST_MS + OFFSET_PERSIST_SLACK_MS);
+        let bounds = group_bounds(plan, offset_persist_ms + OFFSET_PERSIST_SLACK_MS);
         verdict.violations.extend(check_group(&entries, &bounds));
     }
     verdict.violations.extend(replica_violations(
@@ -207,6 +202,31 @@ pub fn run_plan(
         report.print_trace();
     }
     Ok(report)
+}
+
+/// How often the broker persists committed offsets in a run of `plan`.
+fn offset_persist_ms(plan: &Plan) -> u64 {
+    plan.tuning
+        .offset_persist_interval_ms
+        .unwrap_or(GROUP_OFFSET_PERSIST_MS)
+}
+
+/// The first broker's configuration for `plan`: the harness's, with the
+/// settings its consumer group, transactions and tuning ask for.
+fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker::BrokerConfig {
+    let mut config = broker_config(flush_mode);
+    if plan.workload.group_members > 0 {
+        config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
+        config.offset_persist_interval_ms = offset_persist_ms(plan);
+    }
+    if plan.tuning.tiny_files {
+        tiny_files(&mut config.store);
+    }
+    if plan.workload.deferral == Deferral::Transactions {
+        config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
+        config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
+    }
+    config
 }
 
 /// Starts the plan's clients: the producers, and the long-polling
@@ -339,6 +359,12 @@ fn safety_phase(
                 Fault::IsolateBroker => each_peer(disks, |peer| sim.partition(BROKER, peer)),
                 Fault::RejoinBroker => each_peer(disks, |peer| sim.repair(BROKER, peer)),
                 Fault::StepBrokerClock { by_ms } => disks.broker_skew.step(by_ms),
+                Fault::FillBrokerDisk => disks.broker.set_full(true),
+                Fault::FreeBrokerDisk => disks.broker.set_full(false),
+                Fault::FailBrokerReads { count } => {
+                    disks.broker.fail_reads_under(COMMIT_LOG_DIR, count);
+                }
+                Fault::LoseConsumeQueues => lose_consume_queues(sim, disks.broker),
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -350,6 +376,32 @@ fn safety_phase(
             return Ok(());
         }
     }
+}
+
+/// The broker's CommitLog, ConsumeQueue and index directories on its disk
+/// (under the store root of [`broker_config`]).
+const COMMIT_LOG_DIR: &str = "store/commitlog";
+const CONSUME_QUEUE_DIR: &str = "store/consumequeue";
+const INDEX_DIR: &str = "store/index";
+
+/// Deletes the broker's ConsumeQueue and index files — only while it is
+/// down (a running broker's open files are not pulled from under it);
+/// the disk counts what was lost.
+fn lose_consume_queues(sim: &mut turmoil::Sim<'_>, disk: &SimDisk) {
+    if !sim.is_host_running(BROKER) {
+        disk.remove_under(CONSUME_QUEUE_DIR);
+        disk.remove_under(INDEX_DIR);
+    }
+}
+
+/// Tiny files: a CommitLog segment holds a handful of records (each group
+/// commit pads to a 512 B sector), a ConsumeQueue segment 8 entries, an
+/// index file 4 keys — so all three roll over every few messages.
+fn tiny_files(store: &mut sluice_core::StoreConfig) {
+    store.commit_log_segment_bytes = 4 * 1024;
+    store.cq_entries_per_segment = 8;
+    store.index_slots = 4;
+    store.index_entries = 4;
 }
 
 /// Every replica and controller host: the first broker's peers.

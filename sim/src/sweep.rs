@@ -12,7 +12,9 @@ use sluice_core::FlushMode;
 
 use crate::client::REQUEST_TIMEOUT_MS;
 use crate::history::{Entry, Event};
-use crate::oracle::{acks_after_fence, late_deliveries, OracleConfig, WakeupBounds};
+use crate::oracle::{
+    acks_after_fence, late_deliveries, skipped_deliveries, OracleConfig, WakeupBounds,
+};
 use crate::run::{run_plan, RunReport};
 use crate::workload::LONG_POLL_HOLD;
 
@@ -53,11 +55,17 @@ pub enum FaultClass {
     MemberPartition,
     /// The broker's wall clock was stepped forward or back.
     ClockStep,
+    /// The broker's disk refused to create a file for lack of space.
+    DiskFull,
+    /// A read of the broker's CommitLog failed with EIO.
+    ReadEio,
+    /// The broker's ConsumeQueue and index files were deleted while down.
+    ConsumeQueueLost,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 18] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -73,6 +81,9 @@ impl FaultClass {
         Self::ConsumerPartition,
         Self::MemberPartition,
         Self::ClockStep,
+        Self::DiskFull,
+        Self::ReadEio,
+        Self::ConsumeQueueLost,
     ];
 
     /// The class's name in reports.
@@ -93,6 +104,9 @@ impl FaultClass {
             Self::ConsumerPartition => "consumer_partition",
             Self::MemberPartition => "member_partition",
             Self::ClockStep => "clock_step",
+            Self::DiskFull => "disk_full",
+            Self::ReadEio => "read_eio",
+            Self::ConsumeQueueLost => "consume_queue_lost",
         }
     }
 
@@ -124,7 +138,12 @@ impl FaultClass {
             | Fault::RepairReplica { .. }
             | Fault::RestartReplica { .. }
             | Fault::RestartController { .. }
-            | Fault::RejoinBroker => None,
+            | Fault::RejoinBroker
+            // These count once the disk reports that they happened.
+            | Fault::FillBrokerDisk
+            | Fault::FreeBrokerDisk
+            | Fault::FailBrokerReads { .. }
+            | Fault::LoseConsumeQueues => None,
         }
     }
 }
@@ -241,6 +260,11 @@ pub fn judge(run: &SwarmRun, report: &RunReport) -> Option<String> {
                 ))
             })
         }
+        Family::DiskFull | Family::ReadEio | Family::ConsumeQueueLost => {
+            let skipped = skipped_deliveries(&report.entries);
+            (!skipped.is_empty())
+                .then(|| report.describe(&format!("long-polling consumers skipped {skipped:?}")))
+        }
         _ => None,
     }
 }
@@ -268,6 +292,9 @@ pub fn fired_classes(report: &RunReport) -> BTreeSet<FaultClass> {
                 (report.disk.pages_lost, FaultClass::LostPages),
                 (report.disk.pages_garbage, FaultClass::GarbagePages),
                 (report.disk.eio_injected, FaultClass::SyncEio),
+                (report.disk.enospc, FaultClass::DiskFull),
+                (report.disk.read_eio_injected, FaultClass::ReadEio),
+                (report.disk.files_lost, FaultClass::ConsumeQueueLost),
             ]
             .into_iter()
             .filter(|(count, _)| *count > 0)
@@ -454,7 +481,8 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         | (Fault::HoldProducers, Fault::ReleaseProducers)
         | (Fault::PartitionProducers, Fault::RepairProducers)
         | (Fault::PartitionConsumers, Fault::RepairConsumers)
-        | (Fault::IsolateBroker, Fault::RejoinBroker) => true,
+        | (Fault::IsolateBroker, Fault::RejoinBroker)
+        | (Fault::FillBrokerDisk, Fault::FreeBrokerDisk) => true,
         (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
         | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
