@@ -761,12 +761,17 @@ impl Plan {
     }
 
     /// Scenario `commit_log_read_eio`: 1–3 times while producers send and
-    /// long-polling consumers read, the broker's next 1–3 reads of its
-    /// CommitLog fail with EIO. A pull that hits one gets an error and is
-    /// retried; nothing is lost or skipped.
+    /// long-polling consumers and a two-member consumer group read, the
+    /// broker's next 1–3 reads of its CommitLog fail with EIO. A pull that
+    /// hits one gets an error and is retried; nothing is lost or skipped.
     pub fn read_eio(seed: u64) -> Self {
         let mut workload = workload(seed);
         workload.long_poll_consumers = true;
+        // A push consumer moves on to the next offset a pull names even
+        // when it returned nothing: a pull answered past an unreadable
+        // message would lose it for the group.
+        workload.queues = workload.queues.max(2);
+        workload.group_members = 2;
         let mut rng = substream(seed, Salt::Faults);
         let window_ms = workload.expected_ms().max(60);
         let mut faults: Vec<TimedFault> = (0..rng.random_range(1..=3))
