@@ -364,6 +364,39 @@ fn deleted_consume_queue_is_rebuilt_identical() {
 }
 
 #[test]
+fn lost_first_consume_queue_files_are_rebuilt_not_taken_for_retention() {
+    let disk = SimDisk::new(9);
+    let clock = ManualClock::new(T0_MS);
+    let store = open(&disk, &clock, StoreConfig::for_tests());
+    let put = |queue: i32, i: usize| {
+        block_on(store.put(msg("T", queue, &body(i), None, None), true)).expect("put");
+    };
+    // Queue 0 is listed in the checkpoint; queue 1 starts after it.
+    (0..150).for_each(|i| put(0, i));
+    block_on(store.checkpoint()).expect("checkpoint");
+    (150..300).for_each(|i| put(1, i));
+    (300..320).for_each(|i| put(0, i));
+    let entries = |s: &MessageStore<SimDisk, ManualClock>, queue: i32| {
+        let cq = s.consume_queues().get("T", queue).expect("queue");
+        (0..cq.max_offset().0)
+            .map(|q| cq.entry(QueueOffset(q)).expect("read"))
+            .collect::<Vec<_>>()
+    };
+    let before = [entries(&store, 0), entries(&store, 1)];
+    assert_eq!((before[0].len(), before[1].len()), (170, 150));
+    drop(store);
+    disk.process_crash();
+    // Each queue's first file is lost; its later files survive.
+    for queue in 0..2 {
+        disk.remove(&format!("consumequeue/T/{queue}/00000000000000000000"))
+            .expect("remove");
+    }
+    let store = open(&disk, &clock, StoreConfig::for_tests());
+    assert_eq!(store.min_offset("T", 0), QueueOffset(0));
+    assert_eq!([entries(&store, 0), entries(&store, 1)], before);
+}
+
+#[test]
 fn retention_removes_old_segments_and_keeps_offsets_consistent() {
     let disk = SimDisk::new(6);
     let clock = ManualClock::new(T0_MS);
