@@ -156,10 +156,14 @@ pub enum Fault {
         /// How many reads fail.
         count: u32,
     },
-    /// Every ConsumeQueue and index file of the broker is deleted. Applied
-    /// only while the broker is down (else ignored); it rebuilds them from
-    /// the CommitLog when it starts.
-    LoseConsumeQueues,
+    /// ConsumeQueue files of the broker are deleted: with `first_only` the
+    /// first (oldest) file of each queue, else every ConsumeQueue and index
+    /// file. Applied only while the broker is down (else ignored); it
+    /// rebuilds them from the CommitLog when it starts.
+    LoseConsumeQueues {
+        /// Only each queue's first file.
+        first_only: bool,
+    },
 }
 
 /// Broker settings a scenario changes from the harness's defaults.
@@ -788,8 +792,9 @@ impl Plan {
 
     /// Scenario `consume_queue_lost_rebuilt`: while long-polling consumers
     /// read, the broker crashes (mostly with power loss); while it is down
-    /// every ConsumeQueue and index file is deleted; it restarts and
-    /// rebuilds them from the CommitLog. Offsets read before the crash
+    /// every ConsumeQueue and index file is deleted, or (per seed) only
+    /// each queue's first ConsumeQueue file; it restarts and rebuilds them
+    /// from the CommitLog. Offsets read before the crash
     /// must hold the same messages when the drain reads them again.
     pub fn consume_queue_lost(seed: u64) -> Self {
         let mut workload = workload(seed);
@@ -800,10 +805,16 @@ impl Plan {
         push_crash(&mut faults, at_ms, rng.random_bool(0.75));
         faults.push(TimedFault {
             at_ms: at_ms + 1,
-            fault: Fault::LoseConsumeQueues,
+            fault: Fault::LoseConsumeQueues {
+                first_only: rng.random_bool(0.5),
+            },
         });
         push_restart(&mut faults, at_ms + rng.random_range(50..=2_000));
-        Self::new(seed, workload, faults, None)
+        // Many small files: every queue spans several, so losing only the
+        // first leaves later ones behind.
+        let mut plan = Self::new(seed, workload, faults, None);
+        plan.tuning.tiny_files = true;
+        plan
     }
 
     /// Scenario `offsets_lost_in_broker_crash`: a consumer group of 2–3
@@ -846,7 +857,10 @@ mod tests {
             assert_eq!(kinds, [Fault::FillBrokerDisk, Fault::FreeBrokerDisk]);
             let lost = Plan::consume_queue_lost(seed);
             assert!(matches!(lost.faults[0].fault, Fault::CrashBroker { .. }));
-            assert_eq!(lost.faults[1].fault, Fault::LoseConsumeQueues);
+            assert!(matches!(
+                lost.faults[1].fault,
+                Fault::LoseConsumeQueues { .. }
+            ));
             assert_eq!(lost.faults[2].fault, Fault::RestartBroker);
             assert!(lost.faults.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
             let reads = Plan::read_eio(seed);

@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rand::Rng;
 use scenarios::{substream, Deferral, Fault, Plan, Salt};
-use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
+use sluice_core::disk::{Disk as _, SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
 use crate::clock::Skew;
@@ -364,7 +364,9 @@ fn safety_phase(
                 Fault::FailBrokerReads { count } => {
                     disks.broker.fail_reads_under(COMMIT_LOG_DIR, count);
                 }
-                Fault::LoseConsumeQueues => lose_consume_queues(sim, disks.broker),
+                Fault::LoseConsumeQueues { first_only } => {
+                    lose_consume_queues(sim, disks.broker, first_only);
+                }
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -384,13 +386,27 @@ const COMMIT_LOG_DIR: &str = "store/commitlog";
 const CONSUME_QUEUE_DIR: &str = "store/consumequeue";
 const INDEX_DIR: &str = "store/index";
 
-/// Deletes the broker's ConsumeQueue and index files — only while it is
-/// down (a running broker's open files are not pulled from under it);
-/// the disk counts what was lost.
-fn lose_consume_queues(sim: &mut turmoil::Sim<'_>, disk: &SimDisk) {
-    if !sim.is_host_running(BROKER) {
+/// Deletes the broker's ConsumeQueue and index files, or only the first
+/// file of each ConsumeQueue — only while it is down (a running broker's
+/// open files are not pulled from under it); the disk counts what was lost.
+fn lose_consume_queues(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, first_only: bool) {
+    if sim.is_host_running(BROKER) {
+        return;
+    }
+    if !first_only {
         disk.remove_under(CONSUME_QUEUE_DIR);
         disk.remove_under(INDEX_DIR);
+        return;
+    }
+    let list = |dir: &str| disk.list(dir).unwrap_or_default();
+    for topic in list(CONSUME_QUEUE_DIR) {
+        let topic_dir = format!("{CONSUME_QUEUE_DIR}/{topic}");
+        for queue in list(&topic_dir) {
+            let queue_dir = format!("{topic_dir}/{queue}");
+            if let Some(first) = list(&queue_dir).first() {
+                disk.remove_under(&format!("{queue_dir}/{first}"));
+            }
+        }
     }
 }
 

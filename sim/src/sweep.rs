@@ -143,7 +143,7 @@ impl FaultClass {
             | Fault::FillBrokerDisk
             | Fault::FreeBrokerDisk
             | Fault::FailBrokerReads { .. }
-            | Fault::LoseConsumeQueues => None,
+            | Fault::LoseConsumeQueues { .. } => None,
         }
     }
 }
