@@ -175,6 +175,9 @@ pub struct BrokerTuning {
     /// How often the broker persists committed consumer offsets (`None`:
     /// the harness's default).
     pub offset_persist_interval_ms: Option<u64>,
+    /// Mutant: ConsumeQueues rebuilt from the CommitLog point each entry
+    /// at the record of the offset before.
+    pub mutant_shifted_rebuild: bool,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -719,6 +722,14 @@ impl Plan {
     #[must_use]
     pub fn with_early_delays(mut self) -> Self {
         self.workload.deferral = Deferral::EarlyDelays;
+        self
+    }
+
+    /// The same plan with a broker whose ConsumeQueue rebuild points each
+    /// entry at the record before (a mutant).
+    #[must_use]
+    pub fn with_shifted_rebuild(mut self) -> Self {
+        self.tuning.mutant_shifted_rebuild = true;
         self
     }
 

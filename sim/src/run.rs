@@ -222,6 +222,7 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
     if plan.tuning.tiny_files {
         tiny_files(&mut config.store);
     }
+    config.store.mutant_shifted_rebuild = plan.tuning.mutant_shifted_rebuild;
     if plan.workload.deferral == Deferral::Transactions {
         config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
         config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;

@@ -4,13 +4,14 @@
 //! rebuilds them from the CommitLog. The oracle's one value per
 //! `(queue, offset)` compares what consumers read before the crash with
 //! what they and the drain read after it: a wrong rebuild shows as two
-//! values at one offset, a hole, or a moved or lost acknowledged message.
+//! values at one offset, a hole, or a moved or lost acknowledged message
+//! — as the mutant of a rebuild one record off shows.
 
 use std::collections::BTreeSet;
 
 use scenarios::{Fault, Plan};
 use sim::history::{Entry, Event};
-use sim::oracle::{skipped_deliveries, OracleConfig};
+use sim::oracle::{skipped_deliveries, OracleConfig, Violation};
 use sim::run::run_plan;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
@@ -78,5 +79,35 @@ fn consume_queues_deleted_while_down_are_rebuilt_identical() {
     assert!(
         reread > 0,
         "no offset read before a crash was read again after the rebuild"
+    );
+}
+
+/// The mutant: a rebuild that points each entry at the record before. The
+/// scenario's oracle must catch it within a few seeds.
+#[test]
+fn oracle_catches_a_consume_queue_rebuilt_one_record_off() {
+    let caught = (1..=8).find(|&seed| {
+        let plan = Plan::consume_queue_lost(seed).with_shifted_rebuild();
+        let report = run_plan(
+            &plan,
+            FlushMode::Sync,
+            OracleConfig {
+                acked_must_survive: true,
+            },
+        )
+        .expect("simulation runs");
+        report.verdict.violations.iter().any(|v| {
+            matches!(
+                v,
+                Violation::LostAck { .. }
+                    | Violation::MovedAck { .. }
+                    | Violation::InconsistentOffset { .. }
+                    | Violation::Gap { .. }
+            )
+        })
+    });
+    assert!(
+        caught.is_some(),
+        "a ConsumeQueue rebuilt one record off survived 8 seeds"
     );
 }

@@ -27,6 +27,8 @@ pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset) + Send + Sync>;
 pub(crate) enum Scope<'a> {
     /// Every ConsumeQueue and the index.
     All,
+    /// Like `All`, for the records recovery finds after the safe point.
+    Scan,
     /// Only the listed (damaged) queues, and the index when it is rebuilt.
     Rebuild {
         queues: &'a BTreeSet<(String, i32)>,
@@ -121,7 +123,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let props = Properties::parse(&rec.properties).unwrap_or_default();
         let phys = CommitLogOffset(u64::try_from(rec.phys_offset).unwrap_or(0));
         let (to_queue, to_index) = match scope {
-            Scope::All => (true, true),
+            Scope::All | Scope::Scan => (true, true),
             Scope::Rebuild { queues, index } => {
                 (queues.contains(&(rec.topic.clone(), rec.queue_id)), index)
             }
@@ -130,11 +132,17 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if to_queue {
             let (cq, _) = self.queues.get_or_open(&rec.topic, rec.queue_id)?;
             let q = QueueOffset(u64::try_from(rec.queue_offset).unwrap_or(0));
-            let entry = CqEntry {
+            let mut entry = CqEntry {
                 phys_offset: phys,
                 size: rec.total_size,
                 tags_code: props.tags().map_or(0, tags_code),
             };
+            let recovering = matches!(scope, Scope::Rebuild { .. } | Scope::Scan);
+            if self.config.mutant_shifted_rebuild && recovering {
+                if let Some(before) = q.0.checked_sub(1).map(QueueOffset) {
+                    entry = cq.entry(before)?.unwrap_or(entry);
+                }
+            }
             // An earlier dispatch of this record may have written its entry
             // and then failed on the index (ENOSPC rolling an index file):
             // the retry must not refuse its own entry as a rewrite.

@@ -287,7 +287,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         loop {
             match step(self.log.chain(), pos) {
                 Step::Record(rec, _) => {
-                    self.dispatch_record(&rec, Scope::All)?;
+                    self.dispatch_record(&rec, Scope::Scan)?;
                     pos += u64::from(rec.total_size);
                     last_ms = rec.store_timestamp_ms;
                 }
