@@ -11,7 +11,9 @@ use crate::index::IndexMark;
 pub const CHECKPOINT_FILE: &str = "checkpoint";
 
 const MAGIC: &[u8; 4] = b"SLCP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// Version 1 lacked each queue's min.
+const VERSION_WITHOUT_MIN: u32 = 1;
 /// A checkpoint never lists more queues than this; a larger count is junk.
 const QUEUES_MAX: u32 = 1 << 20;
 
@@ -25,6 +27,10 @@ pub struct QueueMark {
     /// Entries `[0, len)` are durable (those below the queue's min may be
     /// gone by retention).
     pub len: u64,
+    /// The queue's min: retention removed the entries below it, so files
+    /// starting above it were lost, not retired (`None` in a version-1
+    /// checkpoint, which did not record it).
+    pub min: Option<u64>,
 }
 
 /// The content of the checkpoint file.
@@ -60,6 +66,7 @@ impl Checkpoint {
             b.extend_from_slice(t);
             b.extend_from_slice(&q.queue_id.to_be_bytes());
             b.extend_from_slice(&q.len.to_be_bytes());
+            b.extend_from_slice(&q.min.unwrap_or(0).to_be_bytes());
         }
         let crc = crc32fast::hash(&b);
         b.extend_from_slice(&crc.to_be_bytes());
@@ -86,7 +93,8 @@ impl Checkpoint {
             return Err(corrupt("bad magic"));
         }
         let short = || corrupt("truncated");
-        if r.u32().ok_or_else(short)? != VERSION {
+        let version = r.u32().ok_or_else(short)?;
+        if version != VERSION && version != VERSION_WITHOUT_MIN {
             return Err(corrupt("unknown version"));
         }
         let dispatched = r.u64().ok_or_else(short)?;
@@ -105,10 +113,16 @@ impl Checkpoint {
                 .to_owned();
             let queue_id = i32::from_be_bytes(r.u32().ok_or_else(short)?.to_be_bytes());
             let len = r.u64().ok_or_else(short)?;
+            let min = if version == VERSION_WITHOUT_MIN {
+                None
+            } else {
+                Some(r.u64().ok_or_else(short)?)
+            };
             queues.push(QueueMark {
                 topic,
                 queue_id,
                 len,
+                min,
             });
         }
         if r.at != body.len() {
@@ -166,11 +180,13 @@ mod tests {
                     topic: "A".into(),
                     queue_id: 0,
                     len: 3,
+                    min: Some(2),
                 },
                 QueueMark {
                     topic: "%RETRY%g".into(),
                     queue_id: 0,
                     len: 1,
+                    min: Some(0),
                 },
             ],
         }
@@ -180,6 +196,31 @@ mod tests {
     fn checkpoint_round_trips() {
         let cp = sample();
         assert_eq!(Checkpoint::decode(&cp.encode()).expect("decodes"), cp);
+    }
+
+    #[test]
+    fn a_version_1_checkpoint_reads_without_queue_mins() {
+        let cp = sample();
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&VERSION_WITHOUT_MIN.to_be_bytes());
+        b.extend_from_slice(&cp.dispatched.to_be_bytes());
+        b.extend_from_slice(&cp.last_store_ms.to_be_bytes());
+        b.extend_from_slice(&0u64.to_be_bytes());
+        b.extend_from_slice(&cp.index.count.to_be_bytes());
+        b.extend_from_slice(&2u32.to_be_bytes());
+        for q in &cp.queues {
+            let t = q.topic.as_bytes();
+            b.extend_from_slice(&u16::try_from(t.len()).expect("short").to_be_bytes());
+            b.extend_from_slice(t);
+            b.extend_from_slice(&q.queue_id.to_be_bytes());
+            b.extend_from_slice(&q.len.to_be_bytes());
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_be_bytes());
+        let old = Checkpoint::decode(&b).expect("decodes");
+        assert_eq!(old.queues[0].len, 3);
+        assert!(old.queues.iter().all(|q| q.min.is_none()));
     }
 
     #[test]

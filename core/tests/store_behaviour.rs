@@ -259,6 +259,69 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
 }
 
 #[test]
+fn enospc_rolling_an_index_file_defers_dispatch_until_space_returns() {
+    let disk = SimDisk::new(7);
+    let clock = ManualClock::new(T0_MS);
+    let cfg = StoreConfig {
+        index_slots: 4,
+        index_entries: 4,
+        ..StoreConfig::for_tests()
+    };
+    let store = open(&disk, &clock, cfg);
+    let put = |i: usize| {
+        let b = body(i);
+        let key = format!("k{i}");
+        block_on(store.put(msg("T", 0, &b, Some(&key), None), true)).expect("put");
+        b
+    };
+    // The queue's first segment exists; the next index files do not.
+    let mut acked = vec![put(0)];
+    disk.set_full(true);
+    for i in 1..12 {
+        // Every record fits the CommitLog's segment: each put is stored and
+        // acknowledged, but a full index file cannot roll over.
+        acked.push(put(i));
+    }
+    assert!(disk.stats().enospc > 0, "no index file needed creating");
+    let visible_while_full = all_bodies(&store, "T", 0).len();
+    assert!(
+        visible_while_full < acked.len(),
+        "dispatch never hit the full disk"
+    );
+    // Space returns: the interval flush's dispatch catches up — resuming
+    // at the record whose entry was written before its index key failed.
+    disk.set_full(false);
+    block_on(store.flush()).expect("flush");
+    acked.push(put(12));
+    let all: Vec<Vec<u8>> = all_bodies(&store, "T", 0)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(all, acked);
+}
+
+#[test]
+fn a_commit_log_read_error_fails_the_get_and_does_not_fence_dispatch() {
+    let disk = SimDisk::new(8);
+    let clock = ManualClock::new(T0_MS);
+    let store = open(&disk, &clock, StoreConfig::for_tests());
+    // Dispatch reads the record it makes visible: an EIO there must defer
+    // it, not fence the store.
+    disk.fail_reads_under("commitlog", 1);
+    block_on(store.put(msg("T", 0, b"a", None, None), true)).expect("put");
+    block_on(store.put(msg("T", 0, b"b", None, None), true))
+        .expect("a read error does not fence the store");
+    assert_eq!(disk.stats().read_eio_injected, 1);
+    // A get whose record cannot be read fails: it never answers past a
+    // message it did not return.
+    disk.fail_reads_under("commitlog", 1);
+    let failed = store.get("T", 0, QueueOffset(0), 32, 1 << 20, &TagsFilter::default());
+    assert!(failed.is_err(), "{failed:?}");
+    let got: Vec<(u64, Vec<u8>)> = all_bodies(&store, "T", 0);
+    assert_eq!(got, vec![(0, b"a".to_vec()), (1, b"b".to_vec())]);
+}
+
+#[test]
 fn deleted_consume_queue_is_rebuilt_identical() {
     let disk = SimDisk::new(5);
     let clock = ManualClock::new(T0_MS);
@@ -298,6 +361,39 @@ fn deleted_consume_queue_is_rebuilt_identical() {
     let store = open(&disk, &clock, StoreConfig::for_tests());
     assert_eq!(entries(&store), before);
     assert_eq!(before.len(), 250);
+}
+
+#[test]
+fn lost_first_consume_queue_files_are_rebuilt_not_taken_for_retention() {
+    let disk = SimDisk::new(9);
+    let clock = ManualClock::new(T0_MS);
+    let store = open(&disk, &clock, StoreConfig::for_tests());
+    let put = |queue: i32, i: usize| {
+        block_on(store.put(msg("T", queue, &body(i), None, None), true)).expect("put");
+    };
+    // Queue 0 is listed in the checkpoint; queue 1 starts after it.
+    (0..150).for_each(|i| put(0, i));
+    block_on(store.checkpoint()).expect("checkpoint");
+    (150..300).for_each(|i| put(1, i));
+    (300..320).for_each(|i| put(0, i));
+    let entries = |s: &MessageStore<SimDisk, ManualClock>, queue: i32| {
+        let cq = s.consume_queues().get("T", queue).expect("queue");
+        (0..cq.max_offset().0)
+            .map(|q| cq.entry(QueueOffset(q)).expect("read"))
+            .collect::<Vec<_>>()
+    };
+    let before = [entries(&store, 0), entries(&store, 1)];
+    assert_eq!((before[0].len(), before[1].len()), (170, 150));
+    drop(store);
+    disk.process_crash();
+    // Each queue's first file is lost; its later files survive.
+    for queue in 0..2 {
+        disk.remove(&format!("consumequeue/T/{queue}/00000000000000000000"))
+            .expect("remove");
+    }
+    let store = open(&disk, &clock, StoreConfig::for_tests());
+    assert_eq!(store.min_offset("T", 0), QueueOffset(0));
+    assert_eq!([entries(&store, 0), entries(&store, 1)], before);
 }
 
 #[test]

@@ -11,6 +11,6 @@ pub mod plan;
 pub mod rng;
 pub mod swarm;
 
-pub use plan::{Deferral, Fault, Plan, TimedFault, Workload};
+pub use plan::{BrokerTuning, Deferral, Fault, Plan, TimedFault, Workload};
 pub use rng::{substream, Salt};
 pub use swarm::{Family, Flush, SwarmRun};

@@ -158,6 +158,39 @@ pub enum Fault {
     CutResponsesToProducers,
     /// Heal that one-way partition.
     RestoreResponsesToProducers,
+    /// The broker's device fills up: creating a file (a CommitLog or
+    /// ConsumeQueue segment, an index file, a metadata file) fails with
+    /// ENOSPC until [`Fault::FreeBrokerDisk`].
+    FillBrokerDisk,
+    /// Space returns on the broker's device.
+    FreeBrokerDisk,
+    /// The broker's next `count` reads of its CommitLog fail with EIO.
+    FailBrokerReads {
+        /// How many reads fail.
+        count: u32,
+    },
+    /// ConsumeQueue files of the broker are deleted: with `first_only` the
+    /// first (oldest) file of each queue, else every ConsumeQueue and index
+    /// file. Applied only while the broker is down (else ignored); it
+    /// rebuilds them from the CommitLog when it starts.
+    LoseConsumeQueues {
+        /// Only each queue's first file.
+        first_only: bool,
+    },
+}
+
+/// Broker settings a scenario changes from the harness's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BrokerTuning {
+    /// Tiny CommitLog and ConsumeQueue segments and index files, so each
+    /// rolls over every few messages.
+    pub tiny_files: bool,
+    /// How often the broker persists committed consumer offsets (`None`:
+    /// the harness's default).
+    pub offset_persist_interval_ms: Option<u64>,
+    /// Mutant: ConsumeQueues rebuilt from the CommitLog point each entry
+    /// at the record of the offset before.
+    pub mutant_shifted_rebuild: bool,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -204,6 +237,8 @@ pub struct Plan {
     /// legal paths (a busy broker, an early long-poll answer, a late
     /// timer tick, an early rebalance, …) are taken now and then.
     pub buggify: bool,
+    /// Broker settings changed from the harness's defaults.
+    pub tuning: BrokerTuning,
 }
 
 fn workload(seed: u64) -> Workload {
@@ -286,6 +321,7 @@ impl Plan {
             garbage_sectors: false,
             replication,
             buggify: false,
+            tuning: BrokerTuning::default(),
         }
     }
 }
@@ -761,6 +797,14 @@ impl Plan {
         self
     }
 
+    /// The same plan with a broker whose ConsumeQueue rebuild points each
+    /// entry at the record before (a mutant).
+    #[must_use]
+    pub fn with_shifted_rebuild(mut self) -> Self {
+        self.tuning.mutant_shifted_rebuild = true;
+        self
+    }
+
     /// The same plan with a group handler that loses messages it reports
     /// as consumed (a mutant).
     #[must_use]
@@ -770,9 +814,161 @@ impl Plan {
     }
 }
 
+/// How often the offset-persistence scenario's broker persists committed
+/// offsets; its crash lands between two persistences.
+pub const OFFSET_PERSIST_MS: u64 = 1_000;
+
+impl Plan {
+    /// Scenario `disk_full_recovers_service`: the broker's device fills up
+    /// for 0.3–1.5 s while producers send (re-sending an unacknowledged id
+    /// up to twice) and long-polling consumers read, then frees up. With
+    /// tiny segments, sends needing a new CommitLog segment fail while it
+    /// is full; the broker serves again once space returns, without a
+    /// restart.
+    pub fn disk_full(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.retries_max = 2;
+        workload.fail_backoff_ms = 200;
+        workload.long_poll_consumers = true;
+        let mut rng = substream(seed, Salt::Faults);
+        let at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 3);
+        let faults = vec![
+            TimedFault {
+                at_ms,
+                fault: Fault::FillBrokerDisk,
+            },
+            TimedFault {
+                at_ms: at_ms + rng.random_range(300..=1_500),
+                fault: Fault::FreeBrokerDisk,
+            },
+        ];
+        let mut plan = Self::new(seed, workload, faults, None);
+        plan.tuning.tiny_files = true;
+        plan
+    }
+
+    /// Scenario `commit_log_read_eio`: 1–3 times while producers send and
+    /// long-polling consumers and a two-member consumer group read, the
+    /// broker's next 1–3 reads of its CommitLog fail with EIO. A pull that
+    /// hits one gets an error and is retried; nothing is lost or skipped.
+    pub fn read_eio(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.long_poll_consumers = true;
+        // A push consumer moves on to the next offset a pull names even
+        // when it returned nothing: a pull answered past an unreadable
+        // message would lose it for the group.
+        workload.queues = workload.queues.max(2);
+        workload.group_members = 2;
+        let mut rng = substream(seed, Salt::Faults);
+        let window_ms = workload.expected_ms().max(60);
+        let mut faults: Vec<TimedFault> = (0..rng.random_range(1..=3))
+            .map(|_| TimedFault {
+                at_ms: rng.random_range(20..=window_ms),
+                fault: Fault::FailBrokerReads {
+                    count: rng.random_range(1..=3),
+                },
+            })
+            .collect();
+        faults.sort_by_key(|f| f.at_ms);
+        Self::new(seed, workload, faults, None)
+    }
+
+    /// Scenario `consume_queue_lost_rebuilt`: while long-polling consumers
+    /// read, the broker crashes (mostly with power loss); while it is down
+    /// every ConsumeQueue and index file is deleted, or (per seed) only
+    /// each queue's first ConsumeQueue file; it restarts and rebuilds them
+    /// from the CommitLog. Offsets read before the crash
+    /// must hold the same messages when the drain reads them again.
+    pub fn consume_queue_lost(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.long_poll_consumers = true;
+        let mut rng = substream(seed, Salt::Faults);
+        let at_ms = rng.random_range(20..=workload.expected_ms().max(60));
+        let mut faults = Vec::new();
+        push_crash(&mut faults, at_ms, rng.random_bool(0.75));
+        faults.push(TimedFault {
+            at_ms: at_ms + 1,
+            fault: Fault::LoseConsumeQueues {
+                first_only: rng.random_bool(0.5),
+            },
+        });
+        push_restart(&mut faults, at_ms + rng.random_range(50..=2_000));
+        // Many small files: every queue spans several, so losing only the
+        // first leaves later ones behind.
+        let mut plan = Self::new(seed, workload, faults, None);
+        plan.tuning.tiny_files = true;
+        plan
+    }
+
+    /// Scenario `offsets_lost_in_broker_crash`: a consumer group of 2–3
+    /// members consumes (committing every 0.5 s) while slow producers
+    /// send for several seconds; the broker persists committed offsets
+    /// every [`OFFSET_PERSIST_MS`] and loses power 40–90 % of the way
+    /// from one of those persistences to the next — after later commits —
+    /// then restarts. The group may re-read from the older persisted
+    /// offsets, but nothing acknowledged is lost and no commit skips.
+    pub fn offsets_lost_in_crash(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.queues = workload.queues.max(2);
+        workload.group_members = substream(seed, Salt::Group).random_range(2..=3);
+        // Slow producers: they still send for a while after the restart,
+        // long enough for the group to rebalance on the new broker life.
+        workload.send_gap_ms_max = workload.send_gap_ms_max.max(60);
+        workload.messages_per_producer = workload.messages_per_producer.max(100);
+        let mut rng = substream(seed, Salt::Faults);
+        let at_ms = OFFSET_PERSIST_MS * rng.random_range(1..=2)
+            + rng.random_range(OFFSET_PERSIST_MS * 2 / 5..=OFFSET_PERSIST_MS * 9 / 10);
+        let mut faults = Vec::new();
+        push_crash(&mut faults, at_ms, true);
+        push_restart(&mut faults, at_ms + rng.random_range(50..=1_000));
+        let mut plan = Self::new(seed, workload, faults, None);
+        plan.tuning.offset_persist_interval_ms = Some(OFFSET_PERSIST_MS);
+        plan
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_scenarios_heal_what_they_break() {
+        for seed in 0..100 {
+            let full = Plan::disk_full(seed);
+            assert!(full.tuning.tiny_files);
+            let kinds: Vec<Fault> = full.faults.iter().map(|f| f.fault).collect();
+            assert_eq!(kinds, [Fault::FillBrokerDisk, Fault::FreeBrokerDisk]);
+            let lost = Plan::consume_queue_lost(seed);
+            assert!(matches!(lost.faults[0].fault, Fault::CrashBroker { .. }));
+            assert!(matches!(
+                lost.faults[1].fault,
+                Fault::LoseConsumeQueues { .. }
+            ));
+            assert_eq!(lost.faults[2].fault, Fault::RestartBroker);
+            assert!(lost.faults.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
+            let reads = Plan::read_eio(seed);
+            assert!(!reads.faults.is_empty());
+            assert!(reads.workload.long_poll_consumers);
+        }
+    }
+
+    #[test]
+    fn offset_crashes_land_between_two_persistences() {
+        for seed in 0..100 {
+            let plan = Plan::offsets_lost_in_crash(seed);
+            let crash = plan.faults[0].at_ms;
+            let into_period = crash % OFFSET_PERSIST_MS;
+            assert!(
+                into_period >= OFFSET_PERSIST_MS * 2 / 5,
+                "seed {seed}: {crash}"
+            );
+            assert!(crash >= OFFSET_PERSIST_MS);
+            assert_eq!(
+                plan.tuning.offset_persist_interval_ms,
+                Some(OFFSET_PERSIST_MS)
+            );
+        }
+    }
 
     #[test]
     fn a_seed_always_derives_the_same_plan() {

@@ -58,12 +58,20 @@ pub enum Family {
     Transactions,
     /// [`Plan::slow_disk`]: syncs slower than the producers' timeout.
     SlowDisk,
+    /// [`Plan::disk_full`]: the broker's disk fills up, then frees.
+    DiskFull,
+    /// [`Plan::read_eio`]: CommitLog reads fail with EIO.
+    ReadEio,
+    /// [`Plan::consume_queue_lost`]: ConsumeQueues deleted while down.
+    ConsumeQueueLost,
+    /// [`Plan::offsets_lost_in_crash`]: committed offsets not yet persisted.
+    OffsetsLostInCrash,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 15] = [
+pub const FAMILIES: [(Family, u32); 19] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -79,10 +87,14 @@ pub const FAMILIES: [(Family, u32); 15] = [
     (Family::ClockSkew, 2),
     (Family::Transactions, 2),
     (Family::SlowDisk, 2),
+    (Family::DiskFull, 1),
+    (Family::ReadEio, 1),
+    (Family::ConsumeQueueLost, 1),
+    (Family::OffsetsLostInCrash, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 28;
+pub const WEIGHT_TOTAL: u32 = 32;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -103,6 +115,10 @@ impl Family {
             Self::ClockSkew => "clock_skew_delays",
             Self::Transactions => "transactions_across_crashes",
             Self::SlowDisk => "slow_disk",
+            Self::DiskFull => "disk_full_recovers_service",
+            Self::ReadEio => "commit_log_read_eio",
+            Self::ConsumeQueueLost => "consume_queue_lost_rebuilt",
+            Self::OffsetsLostInCrash => "offsets_lost_in_broker_crash",
         }
     }
 
@@ -126,6 +142,10 @@ impl Family {
             Self::ClockSkew => Plan::clock_skew(seed),
             Self::Transactions => Plan::transactions(seed),
             Self::SlowDisk => Plan::slow_disk(seed),
+            Self::DiskFull => Plan::disk_full(seed),
+            Self::ReadEio => Plan::read_eio(seed),
+            Self::ConsumeQueueLost => Plan::consume_queue_lost(seed),
+            Self::OffsetsLostInCrash => Plan::offsets_lost_in_crash(seed),
         }
     }
 
@@ -149,7 +169,11 @@ impl Family {
             | Self::ReplicasAcrossCrashes
             | Self::ClockSkew
             | Self::Transactions
-            | Self::SlowDisk => Flush::Sync,
+            | Self::SlowDisk
+            | Self::DiskFull
+            | Self::ReadEio
+            | Self::ConsumeQueueLost
+            | Self::OffsetsLostInCrash => Flush::Sync,
         }
     }
 

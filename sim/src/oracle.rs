@@ -11,8 +11,10 @@ use crate::history::{Event, MessageId};
 
 mod group;
 pub mod replicas;
+mod skips;
 mod timing;
 pub use group::{check_group, GroupBounds};
+pub use skips::skipped_deliveries;
 pub use timing::{acks_after_fence, early_deliveries, late_deliveries, WakeupBounds};
 
 /// What the oracle may assume about the broker under test.

@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use rand::Rng;
 use scenarios::{substream, Deferral, Fault, Plan, Salt};
 use sluice_core::buggify::SiteReport;
-use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
+use sluice_core::disk::{Disk as _, SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
 use crate::clock::Skew;
@@ -133,16 +133,9 @@ pub fn run_plan(
     slow_syncs(&disk);
     let mut sim = builder(plan.seed).build();
     add_namesrv(&mut sim);
-    let mut config = broker_config(flush_mode);
+    let mut config = plan_broker_config(plan, flush_mode);
     let group = plan.workload.group_members > 0;
-    if group {
-        config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
-        config.offset_persist_interval_ms = GROUP_OFFSET_PERSIST_MS;
-    }
-    if plan.workload.deferral == Deferral::Transactions {
-        config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
-        config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
-    }
+    let offset_persist_ms = offset_persist_ms(plan);
     let controllers = add_controllers(&mut sim, plan);
     let replicas = add_replicas(&mut sim, plan, &mut config);
     let broker_skew = Skew::new(plan.broker_skew_ms);
@@ -155,6 +148,8 @@ pub fn run_plan(
         controllers: &controllers,
     };
     safety_phase(&mut sim, plan, &disks, &history, &progress)?;
+    // A plan shrunk to a fill without its free must still drain.
+    disk.set_full(false);
     liveness_phase(&mut sim, plan, replicas.len(), &history)?;
     let end_ms = now_ms(&sim);
     drop(sim);
@@ -165,7 +160,7 @@ pub fn run_plan(
         .violations
         .extend(early_deliveries(&entries, forward_steps_ms(plan)));
     if group {
-        let bounds = group_bounds(plan, GROUP_OFFSET_PERSIST_MS + OFFSET_PERSIST_SLACK_MS);
+        let bounds = group_bounds(plan, offset_persist_ms + OFFSET_PERSIST_SLACK_MS);
         verdict.violations.extend(check_group(&entries, &bounds));
     }
     verdict.violations.extend(replica_violations(
@@ -229,6 +224,32 @@ fn liveness_phase(
         sim.run().map_err(|e| format!("settle phase: {e}"))?;
     }
     Ok(())
+}
+
+/// How often the broker persists committed offsets in a run of `plan`.
+fn offset_persist_ms(plan: &Plan) -> u64 {
+    plan.tuning
+        .offset_persist_interval_ms
+        .unwrap_or(GROUP_OFFSET_PERSIST_MS)
+}
+
+/// The first broker's configuration for `plan`: the harness's, with the
+/// settings its consumer group, transactions and tuning ask for.
+fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker::BrokerConfig {
+    let mut config = broker_config(flush_mode);
+    if plan.workload.group_members > 0 {
+        config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
+        config.offset_persist_interval_ms = offset_persist_ms(plan);
+    }
+    if plan.tuning.tiny_files {
+        tiny_files(&mut config.store);
+    }
+    config.store.mutant_shifted_rebuild = plan.tuning.mutant_shifted_rebuild;
+    if plan.workload.deferral == Deferral::Transactions {
+        config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
+        config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
+    }
+    config
 }
 
 /// Starts the plan's clients: the producers, and the long-polling
@@ -369,6 +390,14 @@ fn safety_phase(
                 Fault::RestoreResponsesToProducers => {
                     each_producer(plan, |p| sim.repair_oneway(BROKER, p));
                 }
+                Fault::FillBrokerDisk => disks.broker.set_full(true),
+                Fault::FreeBrokerDisk => disks.broker.set_full(false),
+                Fault::FailBrokerReads { count } => {
+                    disks.broker.fail_reads_under(COMMIT_LOG_DIR, count);
+                }
+                Fault::LoseConsumeQueues { first_only } => {
+                    lose_consume_queues(sim, disks.broker, first_only);
+                }
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -380,6 +409,46 @@ fn safety_phase(
             return Ok(());
         }
     }
+}
+
+/// The broker's CommitLog, ConsumeQueue and index directories on its disk
+/// (under the store root of [`broker_config`]).
+const COMMIT_LOG_DIR: &str = "store/commitlog";
+const CONSUME_QUEUE_DIR: &str = "store/consumequeue";
+const INDEX_DIR: &str = "store/index";
+
+/// Deletes the broker's ConsumeQueue and index files, or only the first
+/// file of each ConsumeQueue — only while it is down (a running broker's
+/// open files are not pulled from under it); the disk counts what was lost.
+fn lose_consume_queues(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, first_only: bool) {
+    if sim.is_host_running(BROKER) {
+        return;
+    }
+    if !first_only {
+        disk.remove_under(CONSUME_QUEUE_DIR);
+        disk.remove_under(INDEX_DIR);
+        return;
+    }
+    let list = |dir: &str| disk.list(dir).unwrap_or_default();
+    for topic in list(CONSUME_QUEUE_DIR) {
+        let topic_dir = format!("{CONSUME_QUEUE_DIR}/{topic}");
+        for queue in list(&topic_dir) {
+            let queue_dir = format!("{topic_dir}/{queue}");
+            if let Some(first) = list(&queue_dir).first() {
+                disk.remove_under(&format!("{queue_dir}/{first}"));
+            }
+        }
+    }
+}
+
+/// Tiny files: a CommitLog segment holds a handful of records (each group
+/// commit pads to a 512 B sector), a ConsumeQueue segment 8 entries, an
+/// index file 4 keys — so all three roll over every few messages.
+fn tiny_files(store: &mut sluice_core::StoreConfig) {
+    store.commit_log_segment_bytes = 4 * 1024;
+    store.cq_entries_per_segment = 8;
+    store.index_slots = 4;
+    store.index_entries = 4;
 }
 
 /// Every replica and controller host: the first broker's peers.

@@ -12,7 +12,9 @@ use sluice_core::FlushMode;
 
 use crate::client::REQUEST_TIMEOUT_MS;
 use crate::history::{Entry, Event};
-use crate::oracle::{acks_after_fence, late_deliveries, OracleConfig, WakeupBounds};
+use crate::oracle::{
+    acks_after_fence, late_deliveries, skipped_deliveries, OracleConfig, WakeupBounds,
+};
 use crate::run::{run_plan, RunReport};
 use crate::workload::LONG_POLL_HOLD;
 
@@ -59,11 +61,17 @@ pub enum FaultClass {
     SlowDisk,
     /// The broker's answers to the producers were dropped (one way).
     ProducerOneWayPartition,
+    /// The broker's disk refused to create a file for lack of space.
+    DiskFull,
+    /// A read of the broker's CommitLog failed with EIO.
+    ReadEio,
+    /// The broker's ConsumeQueue and index files were deleted while down.
+    ConsumeQueueLost,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 21] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -82,6 +90,9 @@ impl FaultClass {
         Self::Buggify,
         Self::SlowDisk,
         Self::ProducerOneWayPartition,
+        Self::DiskFull,
+        Self::ReadEio,
+        Self::ConsumeQueueLost,
     ];
 
     /// The class's name in reports.
@@ -105,6 +116,9 @@ impl FaultClass {
             Self::Buggify => "buggify",
             Self::SlowDisk => "slow_disk",
             Self::ProducerOneWayPartition => "producer_one_way_partition",
+            Self::DiskFull => "disk_full",
+            Self::ReadEio => "read_eio",
+            Self::ConsumeQueueLost => "consume_queue_lost",
         }
     }
 
@@ -140,7 +154,12 @@ impl FaultClass {
             | Fault::RestartController { .. }
             | Fault::RejoinBroker
             | Fault::HealBrokerDisk
-            | Fault::RestoreResponsesToProducers => None,
+            | Fault::RestoreResponsesToProducers
+            // These count once the disk reports that they happened.
+            | Fault::FillBrokerDisk
+            | Fault::FreeBrokerDisk
+            | Fault::FailBrokerReads { .. }
+            | Fault::LoseConsumeQueues { .. } => None,
         }
     }
 }
@@ -266,6 +285,11 @@ pub fn judge(run: &SwarmRun, report: &RunReport) -> Option<String> {
                 ))
             })
         }
+        Family::DiskFull | Family::ReadEio | Family::ConsumeQueueLost => {
+            let skipped = skipped_deliveries(&report.entries);
+            (!skipped.is_empty())
+                .then(|| report.describe(&format!("long-polling consumers skipped {skipped:?}")))
+        }
         _ => None,
     }
 }
@@ -297,6 +321,9 @@ pub fn fired_classes(report: &RunReport) -> BTreeSet<FaultClass> {
                     report.buggify.iter().map(|s| s.fired).sum(),
                     FaultClass::Buggify,
                 ),
+                (report.disk.enospc, FaultClass::DiskFull),
+                (report.disk.read_eio_injected, FaultClass::ReadEio),
+                (report.disk.files_lost, FaultClass::ConsumeQueueLost),
             ]
             .into_iter()
             .filter(|(count, _)| *count > 0)
@@ -504,7 +531,8 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         | (Fault::PartitionConsumers, Fault::RepairConsumers)
         | (Fault::IsolateBroker, Fault::RejoinBroker)
         | (Fault::SlowBrokerDisk { .. }, Fault::HealBrokerDisk)
-        | (Fault::CutResponsesToProducers, Fault::RestoreResponsesToProducers) => true,
+        | (Fault::CutResponsesToProducers, Fault::RestoreResponsesToProducers)
+        | (Fault::FillBrokerDisk, Fault::FreeBrokerDisk) => true,
         (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
         | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })

@@ -17,9 +17,12 @@ fn swarm_seeds_pass_and_report_what_fired() {
         assert_eq!(outcome.seed, seed);
         assert_eq!(outcome.family, SwarmRun::from_seed(seed).family);
         assert_eq!(outcome.failure, None, "seed {seed}");
-        // Every family injects at least one fault into every run.
+        // A run whose plan injects faults has at least one fire (a
+        // transactions plan may inject none: its producer dying after a
+        // half is not a fault class).
+        let planned = !SwarmRun::from_seed(seed).plan.faults.is_empty();
         assert!(
-            !outcome.fired.is_empty(),
+            !planned || !outcome.fired.is_empty(),
             "seed {seed} ({}): no fault class fired",
             outcome.family.name()
         );

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 
 use crate::disk::Disk;
+use crate::error::{Error, Result};
 use crate::message::{peek_head, seal_matches, RecordHead, StoredRecord};
 use crate::segment_chain::SegmentChain;
 
@@ -31,9 +32,28 @@ pub(crate) fn step<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
 }
 
 /// Like [`step`] but skips the body CRC: for dispatching records this
-/// process has just written (the seal still guards the header).
-pub(crate) fn step_fresh<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
-    step_checked(chain, pos, false)
+/// process has just written (the seal still guards the header). A read the
+/// disk fails (EIO) is an error rather than the end of the log: the bytes
+/// are there, only unreadable now, so dispatch retries later instead of
+/// fencing the store over them.
+pub(crate) fn step_fresh_or_io<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Result<Step> {
+    let failed = std::cell::RefCell::new(None);
+    let step = step_in(
+        |at, len| match chain.read(at, len) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                failed.borrow_mut().get_or_insert(e);
+                None
+            }
+        },
+        chain.segment_bytes(),
+        pos,
+        false,
+    );
+    match failed.into_inner() {
+        Some(e @ Error::Io { .. }) => Err(e),
+        _ => Ok(step),
+    }
 }
 
 fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) -> Step {

@@ -89,6 +89,9 @@ pub struct SimDiskStats {
     pub read_eio_injected: u64,
     /// Creations refused for lack of space (or an injected failure).
     pub enospc: u64,
+    /// Files deleted from outside the process (`remove_under`), as an
+    /// operator's mistake or a lost directory would.
+    pub files_lost: u64,
     /// Power losses simulated.
     pub power_losses: u64,
     /// Dirty pages fully persisted at a power loss.
@@ -189,7 +192,10 @@ struct State {
     fault_rng: SmallRng,
     fail_next_sync: bool,
     fail_next_create: bool,
-    fail_next_read: bool,
+    /// While set, every creation fails with `StorageFull`.
+    full: bool,
+    /// Reads of files under the prefix fail with EIO, this many more times.
+    read_faults: Option<(String, u32)>,
     sync_delay: Option<SyncDelay>,
     stats: SimDiskStats,
 }
@@ -222,6 +228,34 @@ impl State {
             ));
         }
         Ok(())
+    }
+
+    /// Fails with `StorageFull` while the device is set full.
+    fn check_not_full(&mut self) -> io::Result<()> {
+        if self.full {
+            self.stats.enospc += 1;
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "simulated disk full",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Consumes one armed read failure if `path` is under its prefix.
+    fn take_read_fault(&mut self, path: &str) -> bool {
+        let Some((prefix, left)) = &mut self.read_faults else {
+            return false;
+        };
+        if !path.starts_with(prefix.as_str()) {
+            return false;
+        }
+        *left -= 1;
+        if *left == 0 {
+            self.read_faults = None;
+        }
+        self.stats.read_eio_injected += 1;
+        true
     }
 
     fn file_for(&self, seg: &SimSegment) -> io::Result<&SimFile> {
@@ -364,7 +398,8 @@ impl SimDisk {
             fault_rng: SmallRng::seed_from_u64(seed ^ FAULT_SALT),
             fail_next_sync: false,
             fail_next_create: false,
-            fail_next_read: false,
+            full: false,
+            read_faults: None,
             sync_delay: None,
             stats: SimDiskStats::default(),
         };
@@ -405,7 +440,42 @@ impl SimDisk {
 
     /// Arms one EIO on the next `slice`.
     pub fn fail_next_read(&self) {
-        self.lock().fail_next_read = true;
+        self.fail_reads_under("", 1);
+    }
+
+    /// Arms EIO on the next `count` slices of files whose path starts with
+    /// `prefix` (replacing any earlier armed read failures); reads of other
+    /// files are untouched.
+    pub fn fail_reads_under(&self, prefix: &str, count: u32) {
+        self.lock().read_faults = (count > 0).then(|| (prefix.to_owned(), count));
+    }
+
+    /// Makes the device full (`true`) or frees it (`false`). While full,
+    /// every `create_segment` and `replace_atomically` fails with
+    /// `StorageFull`; writes into existing segments (allocated in full at
+    /// creation) still work, and `space()` is unchanged — the device filled
+    /// up between two looks at its usage (another tenant, reserved blocks).
+    pub fn set_full(&self, full: bool) {
+        self.lock().full = full;
+    }
+
+    /// Deletes every file whose path is `prefix` or lies under `prefix/`,
+    /// as lost files would be; returns how many. Meant for a crashed host:
+    /// handles to the deleted files go stale.
+    pub fn remove_under(&self, prefix: &str) -> usize {
+        let mut state = self.lock();
+        let under = format!("{}/", prefix.trim_end_matches('/'));
+        let doomed: Vec<String> = state
+            .files
+            .keys()
+            .filter(|path| path.as_str() == prefix || path.starts_with(&under))
+            .cloned()
+            .collect();
+        for path in &doomed {
+            state.files.remove(path);
+        }
+        state.stats.files_lost += doomed.len() as u64;
+        doomed.len()
     }
 
     /// Changes the capacity; `None` removes the limit.
@@ -482,6 +552,7 @@ impl Disk for SimDisk {
                 "injected create failure",
             ));
         }
+        state.check_not_full()?;
         state.check_room(len, 0)?;
         let id = state.alloc_id();
         let file = SimFile::new(id, len);
@@ -531,6 +602,7 @@ impl Disk for SimDisk {
             delay(data.len() as u64).await;
         }
         let mut state = self.lock();
+        state.check_not_full()?;
         let freed = state.files.get(path).map_or(0, |f| f.size_bytes);
         state.check_room(data.len() as u64, freed)?;
         let id = state.alloc_id();
@@ -605,8 +677,7 @@ impl Segment for SimSegment {
         self.check_range(off, len as u64)?;
         let mut state = self.disk.lock();
         state.file_for(self)?;
-        if std::mem::take(&mut state.fail_next_read) {
-            state.stats.read_eio_injected += 1;
+        if state.take_read_fault(&self.path) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         let mut out = vec![0; len];
@@ -716,6 +787,46 @@ mod tests {
         assert_eq!(&back[..], &data[..]);
         let file_dirty = disk.lock().files["s"].dirty.clone();
         assert_eq!(file_dirty, BTreeSet::from([0, 1, 2]));
+    }
+
+    #[test]
+    fn a_full_disk_refuses_creations_until_freed() {
+        let disk = SimDisk::new(1);
+        let seg = disk.create_segment("a", 10).expect("create");
+        disk.set_full(true);
+        for _ in 0..2 {
+            let err = disk.create_segment("b", 10).expect_err("full");
+            assert_eq!(err.kind(), io::ErrorKind::StorageFull);
+        }
+        seg.write_at(0, b"still")
+            .expect("existing segments stay writable");
+        assert_eq!(disk.stats().enospc, 2);
+        disk.set_full(false);
+        disk.create_segment("b", 10).expect("freed");
+    }
+
+    #[test]
+    fn read_faults_hit_only_their_prefix_and_run_out() {
+        let disk = SimDisk::new(1);
+        let log = disk.create_segment("log/0", 10).expect("create");
+        let cq = disk.create_segment("cq/0", 10).expect("create");
+        disk.fail_reads_under("log", 2);
+        cq.slice(0, 4).expect("other files read");
+        assert!(log.slice(0, 4).is_err());
+        assert!(log.slice(0, 4).is_err());
+        log.slice(0, 4).expect("the armed failures ran out");
+        assert_eq!(disk.stats().read_eio_injected, 2);
+    }
+
+    #[test]
+    fn remove_under_deletes_a_subtree_and_counts_it() {
+        let disk = SimDisk::new(1);
+        for path in ["s/cq/t/0/00", "s/cq/t/1/00", "s/cqx", "s/log/00"] {
+            disk.create_segment(path, 10).expect("create");
+        }
+        assert_eq!(disk.remove_under("s/cq"), 2);
+        assert_eq!(disk.list("s").expect("list"), ["cqx", "log"]);
+        assert_eq!(disk.stats().files_lost, 2);
     }
 
     #[test]

@@ -53,6 +53,11 @@ pub struct StoreConfig {
     /// no pad of its own) and takes puts only after
     /// [`become_writer`](crate::store::MessageStore::become_writer).
     pub replicated: bool,
+    /// The simulation's mutant, never set in production: ConsumeQueue
+    /// entries recovery rebuilds or re-derives from the CommitLog point
+    /// each (after a queue's first) at the record of the offset before — a
+    /// wrong rebuild the oracle must catch.
+    pub mutant_shifted_rebuild: bool,
 }
 
 impl Default for StoreConfig {
@@ -72,6 +77,7 @@ impl Default for StoreConfig {
             recovery_verify_bytes: 64 << 20,
             repair_truncate_corrupt: false,
             replicated: false,
+            mutant_shifted_rebuild: false,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::commit_log::is_dispatchable;
-use crate::commit_log::scan::{step_fresh, Step};
+use crate::commit_log::scan::{step_fresh_or_io, Step};
 use crate::consume_queue::CqEntry;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
@@ -27,6 +27,8 @@ pub type ArrivalListener = Arc<dyn Fn(&str, i32, QueueOffset) + Send + Sync>;
 pub(crate) enum Scope<'a> {
     /// Every ConsumeQueue and the index.
     All,
+    /// Like `All`, for the records recovery finds after the safe point.
+    Scan,
     /// Only the listed (damaged) queues, and the index when it is rebuilt.
     Rebuild {
         queues: &'a BTreeSet<(String, i32)>,
@@ -54,33 +56,12 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Like [`dispatch_to`](Self::dispatch_to), ignoring the gate.
     pub(crate) fn dispatch_to_ungated(&self, limit: u64) -> Result<()> {
         let mut grown: BTreeMap<(String, i32), QueueOffset> = BTreeMap::new();
-        {
+        let outcome = {
             let mut d = self.lock_dispatcher();
-            while d.cursor < limit {
-                match step_fresh(self.log.chain(), d.cursor) {
-                    Step::Record(rec, _) => {
-                        if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
-                            grown.insert((rec.topic.clone(), rec.queue_id), q);
-                        }
-                        d.cursor += u64::from(rec.total_size);
-                        d.last_store_ms = rec.store_timestamp_ms;
-                    }
-                    Step::Blank { next } | Step::Pad { next } => d.cursor = next,
-                    Step::End(reason) => {
-                        let e = Error::Corrupt {
-                            path: "commitlog".to_owned(),
-                            offset: d.cursor,
-                            reason,
-                        };
-                        self.log.poison(e.to_string());
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        if grown.is_empty() {
-            return Ok(());
-        }
+            self.dispatch_below(&mut d, limit, &mut grown)
+        };
+        // Queues that grew before a failure are told too: their records are
+        // visible, and a parked long poll must not miss them.
         let listener = self
             .listener
             .read()
@@ -89,6 +70,41 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if let Some(listener) = listener {
             for ((topic, queue_id), max) in grown {
                 listener(&topic, queue_id, max);
+            }
+        }
+        outcome
+    }
+
+    /// Moves the cursor over every record below `limit`, noting in `grown`
+    /// each queue's new max offset. A disk error (ENOSPC creating a queue
+    /// segment or an index file, EIO reading the log) stops it with the
+    /// cursor on the record that failed, to be retried by a later dispatch;
+    /// only a record that is not valid fences the store.
+    fn dispatch_below(
+        &self,
+        d: &mut Dispatcher,
+        limit: u64,
+        grown: &mut BTreeMap<(String, i32), QueueOffset>,
+    ) -> Result<()> {
+        while d.cursor < limit {
+            match step_fresh_or_io(self.log.chain(), d.cursor)? {
+                Step::Record(rec, _) => {
+                    if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
+                        grown.insert((rec.topic.clone(), rec.queue_id), q);
+                    }
+                    d.cursor += u64::from(rec.total_size);
+                    d.last_store_ms = rec.store_timestamp_ms;
+                }
+                Step::Blank { next } | Step::Pad { next } => d.cursor = next,
+                Step::End(reason) => {
+                    let e = Error::Corrupt {
+                        path: "commitlog".to_owned(),
+                        offset: d.cursor,
+                        reason,
+                    };
+                    self.log.poison(e.to_string());
+                    return Err(e);
+                }
             }
         }
         Ok(())
@@ -107,7 +123,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let props = Properties::parse(&rec.properties).unwrap_or_default();
         let phys = CommitLogOffset(u64::try_from(rec.phys_offset).unwrap_or(0));
         let (to_queue, to_index) = match scope {
-            Scope::All => (true, true),
+            Scope::All | Scope::Scan => (true, true),
             Scope::Rebuild { queues, index } => {
                 (queues.contains(&(rec.topic.clone(), rec.queue_id)), index)
             }
@@ -116,12 +132,24 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if to_queue {
             let (cq, _) = self.queues.get_or_open(&rec.topic, rec.queue_id)?;
             let q = QueueOffset(u64::try_from(rec.queue_offset).unwrap_or(0));
-            let entry = CqEntry {
+            let mut entry = CqEntry {
                 phys_offset: phys,
                 size: rec.total_size,
                 tags_code: props.tags().map_or(0, tags_code),
             };
-            cq.append(q, entry)?;
+            let recovering = matches!(scope, Scope::Rebuild { .. } | Scope::Scan);
+            if self.config.mutant_shifted_rebuild && recovering {
+                if let Some(before) = q.0.checked_sub(1).map(QueueOffset) {
+                    entry = cq.entry(before)?.unwrap_or(entry);
+                }
+            }
+            // An earlier dispatch of this record may have written its entry
+            // and then failed on the index (ENOSPC rolling an index file):
+            // the retry must not refuse its own entry as a rewrite.
+            let written_before = q < cq.max_offset() && cq.entry(q)? == Some(entry);
+            if !written_before {
+                cq.append(q, entry)?;
+            }
             grown = Some(q.plus(1));
         }
         if !to_index {

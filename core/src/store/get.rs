@@ -139,9 +139,21 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 if !filter.matches_tags_code(e.tags_code) {
                     continue;
                 }
-                let Ok(raw) = self.log.read(e.phys_offset, e.size) else {
-                    removing = true;
-                    continue;
+                let raw = match self.log.read(e.phys_offset, e.size) {
+                    Ok(raw) => raw,
+                    // Retention removed it meanwhile.
+                    Err(_) if e.phys_offset < self.log.min_offset() => {
+                        removing = true;
+                        continue;
+                    }
+                    // Stored but unreadable now (say EIO): never skip it.
+                    // Hand out what came before it, else fail the get, so
+                    // the consumer asks for this offset again.
+                    Err(err) if messages.is_empty() => return Err(err),
+                    Err(_) => {
+                        next = QueueOffset(next.0 - 1);
+                        break 'outer;
+                    }
                 };
                 if !filter.matches_record(&raw) {
                     continue;

@@ -434,6 +434,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                     topic: q.topic().to_owned(),
                     queue_id: q.queue_id(),
                     len: q.max_offset().0,
+                    min: Some(q.min_offset().0),
                 })
                 .collect();
             let cp = Checkpoint {

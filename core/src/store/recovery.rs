@@ -188,14 +188,45 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let mut damaged = BTreeSet::new();
         for m in checkpoint.iter().flat_map(|cp| cp.queues.iter()) {
             let (cq, _) = self.queues.get_or_open(&m.topic, m.queue_id)?;
+            // Opened from disk, a queue starts at its first file: starting
+            // above the min the checkpoint recorded, its first files were
+            // lost, not retired by retention.
+            let head_lost = m.min.is_some_and(|min| cq.min_offset().0 > min);
             cq.truncate(QueueOffset(m.len)).await?;
-            if !self.queue_intact(&cq, start) {
+            if head_lost || !self.queue_intact(&cq, start) {
                 tracing::warn!(topic = %m.topic, queue = m.queue_id, "ConsumeQueue damaged or missing; rebuilding it");
                 cq.truncate(QueueOffset(0)).await?;
                 damaged.insert((m.topic.clone(), m.queue_id));
             }
         }
+        let listed: BTreeSet<(&str, i32)> = checkpoint
+            .iter()
+            .flat_map(|cp| cp.queues.iter())
+            .map(|m| (m.topic.as_str(), m.queue_id))
+            .collect();
+        self.reset_unlisted_queues(&listed).await?;
         Ok(damaged)
+    }
+
+    /// Empties every queue found on disk that the checkpoint does not list:
+    /// all its records lie after the safe point, so the scan from there
+    /// rebuilds it — from its first entry, whichever of its files survived.
+    async fn reset_unlisted_queues(&self, listed: &BTreeSet<(&str, i32)>) -> Result<()> {
+        let root = join(&self.config.root, "consumequeue");
+        let list = |dir: &str| self.disk.list(dir).map_err(|e| Error::io("list", dir, e));
+        for topic in list(&root)? {
+            for name in list(&join(&root, &topic))? {
+                let Ok(queue_id) = name.parse::<i32>() else {
+                    continue;
+                };
+                if listed.contains(&(topic.as_str(), queue_id)) {
+                    continue;
+                }
+                let (cq, _) = self.queues.get_or_open(&topic, queue_id)?;
+                cq.truncate(QueueOffset(0)).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Below the safe point: rebuilds damaged queues (and the index) from
@@ -256,7 +287,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         loop {
             match step(self.log.chain(), pos) {
                 Step::Record(rec, _) => {
-                    self.dispatch_record(&rec, Scope::All)?;
+                    self.dispatch_record(&rec, Scope::Scan)?;
                     pos += u64::from(rec.total_size);
                     last_ms = rec.store_timestamp_ms;
                 }

@@ -570,7 +570,13 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             tokio::time::sleep(Duration::from_millis(tick_ms)).await;
             elapsed_ms += tick_ms;
             if let Err(e) = self.store.flush().await {
-                tracing::error!(error = %e, "interval flush failed; the store is fenced");
+                if self.store.commit_log().check_writable().is_err() {
+                    tracing::error!(error = %e, "interval flush failed; the store is fenced");
+                } else {
+                    // ENOSPC or EIO while dispatching: the records are
+                    // stored; the next tick dispatches them.
+                    tracing::warn!(error = %e, "interval flush incomplete; retried next tick");
+                }
             }
             let due = |period: u64| period > 0 && elapsed_ms % period.max(tick_ms) < tick_ms;
             if due(self.config.checkpoint_interval_ms) {
