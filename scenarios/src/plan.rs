@@ -41,6 +41,9 @@ pub struct Workload {
     /// How long the drain waits before reading, so every delayed message
     /// is due (its delay, plus any backward step of the broker's clock).
     pub drain_wait_ms: u64,
+    /// Name servers of the cluster (1: the default single one). With more,
+    /// brokers register with, and clients ask, every one of them.
+    pub namesrvs: u32,
 }
 
 /// Messages of a workload that are not simply stored for now.
@@ -145,6 +148,33 @@ pub enum Fault {
         /// The step, in milliseconds.
         by_ms: i64,
     },
+    /// Drop every message between broker `broker` (0: the first broker;
+    /// `i + 1`: replica `i`) and name server `namesrv`: the broker's
+    /// registration there expires if the cut lasts.
+    PartitionBrokerFromNamesrv {
+        /// The broker.
+        broker: u32,
+        /// The name server (`0..namesrvs`).
+        namesrv: u32,
+    },
+    /// Heal that partition.
+    RepairBrokerFromNamesrv {
+        /// The broker.
+        broker: u32,
+        /// The name server.
+        namesrv: u32,
+    },
+    /// Drop every message between the producers and name server
+    /// `namesrv`: their route lookups must go to another one.
+    PartitionClientsFromNamesrv {
+        /// The name server.
+        namesrv: u32,
+    },
+    /// Heal that partition.
+    RepairClientsFromNamesrv {
+        /// The name server.
+        namesrv: u32,
+    },
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -204,6 +234,7 @@ fn workload(seed: u64) -> Workload {
         lossy_group_handler: false,
         deferral: Deferral::Off,
         drain_wait_ms: 0,
+        namesrvs: 1,
     }
 }
 
@@ -698,6 +729,102 @@ impl Plan {
     }
 }
 
+/// Name servers in the name-server scenarios.
+const NAMESRVS: u32 = 2;
+
+/// Pushes `open` at `at_ms` and `close` `for_ms` later.
+fn cut(faults: &mut Vec<TimedFault>, at_ms: u64, for_ms: u64, open: Fault, close: Fault) {
+    faults.push(TimedFault { at_ms, fault: open });
+    faults.push(TimedFault {
+        at_ms: at_ms + for_ms,
+        fault: close,
+    });
+}
+
+impl Plan {
+    /// Scenario `namesrv_partition_stale_routes`: two name servers; the
+    /// first broker is cut off from one of them — mostly for 4–8 s, past
+    /// the sim's broker expiry, so its registration (and the topic's
+    /// route) expires there — and healed; per seed the producers are cut
+    /// off from a name server too. Per seed (swarm style) the broker group
+    /// is SYNC-replicated with a controller, and its master is isolated
+    /// for 5–10 s so a replica is elected while producers still hold the
+    /// old master's route; mostly the new master is also cut off from one
+    /// name server during the failover, so that name server keeps routing
+    /// the old master. Producers with a stale route must get errors, never
+    /// an acknowledgement that is lost; after the heal every name server
+    /// routes the live master.
+    pub fn namesrv_partition(seed: u64) -> Self {
+        let mut rng = substream(seed, Salt::Faults);
+        let replicated = rng.random_bool(0.5);
+        let mut workload = if replicated {
+            replicated_workload(seed)
+        } else {
+            workload(seed)
+        };
+        workload.namesrvs = NAMESRVS;
+        let start_ms = if replicated { FIRST_MASTER_MS } else { 0 };
+        let window_ms = workload.expected_ms().max(200) / 2;
+        let mut faults = Vec::new();
+        let namesrv = rng.random_range(0..NAMESRVS);
+        let at_ms = start_ms + rng.random_range(20..=window_ms);
+        let for_ms = if rng.random_bool(0.75) {
+            rng.random_range(4_000..=8_000)
+        } else {
+            rng.random_range(300..=2_000)
+        };
+        cut(
+            &mut faults,
+            at_ms,
+            for_ms,
+            Fault::PartitionBrokerFromNamesrv { broker: 0, namesrv },
+            Fault::RepairBrokerFromNamesrv { broker: 0, namesrv },
+        );
+        if rng.random_bool(0.6) {
+            let namesrv = rng.random_range(0..NAMESRVS);
+            let at_ms = start_ms + rng.random_range(20..=window_ms);
+            cut(
+                &mut faults,
+                at_ms,
+                rng.random_range(1_000..=6_000),
+                Fault::PartitionClientsFromNamesrv { namesrv },
+                Fault::RepairClientsFromNamesrv { namesrv },
+            );
+        }
+        if replicated {
+            let at_ms = start_ms + rng.random_range(20..=window_ms);
+            let for_ms = rng.random_range(5_000..=10_000);
+            cut(
+                &mut faults,
+                at_ms,
+                for_ms,
+                Fault::IsolateBroker,
+                Fault::RejoinBroker,
+            );
+            if rng.random_bool(0.75) {
+                // The replica that becomes master, unknown to one name
+                // server until after the old master rejoined.
+                let namesrv = rng.random_range(0..NAMESRVS);
+                cut(
+                    &mut faults,
+                    at_ms.saturating_sub(rng.random_range(0..=1_000)),
+                    for_ms + rng.random_range(500..=4_000),
+                    Fault::PartitionBrokerFromNamesrv { broker: 1, namesrv },
+                    Fault::RepairBrokerFromNamesrv { broker: 1, namesrv },
+                );
+            }
+        }
+        faults.sort_by_key(|f| f.at_ms);
+        let replication = replicated.then_some(ReplicaSet {
+            sync: true,
+            replicas: 1,
+            trust_claimed_offset: false,
+            controllers: 1,
+        });
+        Self::new(seed, workload, faults, replication)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -748,5 +875,25 @@ mod tests {
             })
             .collect();
         assert!(shapes.len() > 4, "{shapes:?}");
+    }
+
+    #[test]
+    fn namesrv_plans_heal_every_cut_and_vary_replication() {
+        let mut replicated = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let plan = Plan::namesrv_partition(seed);
+            assert_eq!(plan.workload.namesrvs, 2);
+            assert!(plan.faults.windows(2).all(|p| p[0].at_ms <= p[1].at_ms));
+            let count =
+                |f: &dyn Fn(&Fault) -> bool| plan.faults.iter().filter(|t| f(&t.fault)).count();
+            let cuts = count(&|f| matches!(f, Fault::PartitionBrokerFromNamesrv { .. }));
+            let heals = count(&|f| matches!(f, Fault::RepairBrokerFromNamesrv { .. }));
+            assert!(cuts >= 1 && cuts == heals, "seed {seed}: {plan:?}");
+            let isolations = count(&|f| *f == Fault::IsolateBroker);
+            assert_eq!(isolations, usize::from(plan.replication.is_some()));
+            replicated.insert(plan.replication.is_some());
+        }
+        assert_eq!(replicated.len(), 2);
+        assert_eq!(Plan::broker_crash(7).workload.namesrvs, 1);
     }
 }

@@ -55,12 +55,15 @@ pub enum Family {
     ClockSkew,
     /// [`Plan::transactions`]: transactional messages across crashes.
     Transactions,
+    /// [`Plan::namesrv_partition`]: two name servers, brokers and clients
+    /// cut off from them, stale routes across a failover.
+    NamesrvPartition,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 14] = [
+pub const FAMILIES: [(Family, u32); 15] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -75,10 +78,11 @@ pub const FAMILIES: [(Family, u32); 14] = [
     (Family::IsolatedMaster, 1),
     (Family::ClockSkew, 2),
     (Family::Transactions, 2),
+    (Family::NamesrvPartition, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 26;
+pub const WEIGHT_TOTAL: u32 = 27;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -98,6 +102,7 @@ impl Family {
             Self::IsolatedMaster => "isolated_master",
             Self::ClockSkew => "clock_skew_delays",
             Self::Transactions => "transactions_across_crashes",
+            Self::NamesrvPartition => "namesrv_partition_stale_routes",
         }
     }
 
@@ -120,6 +125,7 @@ impl Family {
             Self::IsolatedMaster => Plan::isolated_master(seed),
             Self::ClockSkew => Plan::clock_skew(seed),
             Self::Transactions => Plan::transactions(seed),
+            Self::NamesrvPartition => Plan::namesrv_partition(seed),
         }
     }
 
@@ -142,7 +148,8 @@ impl Family {
             | Self::GroupConsumption
             | Self::ReplicasAcrossCrashes
             | Self::ClockSkew
-            | Self::Transactions => Flush::Sync,
+            | Self::Transactions
+            | Self::NamesrvPartition => Flush::Sync,
         }
     }
 

@@ -15,6 +15,8 @@
 //!   recording the history.
 //! - [`group`]: a clustering push-consumer group (one member per host) and
 //!   the monitor of its committed offsets.
+//! - [`routes`]: several name servers, the faults that cut brokers or
+//!   producers off from one, and the watcher of their routes.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
 //! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
 //! - [`sweep`]: the seeded swarm sweep: one swarm seed judged as its
@@ -33,6 +35,7 @@ pub mod group;
 pub mod harness;
 pub mod history;
 pub mod oracle;
+pub mod routes;
 pub mod run;
 pub mod seeds;
 pub mod sweep;

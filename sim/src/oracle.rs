@@ -169,6 +169,22 @@ pub enum Violation {
         /// The members that own it.
         owners: Vec<u32>,
     },
+    /// After the heal some name server did not route the live master
+    /// within the bound.
+    RoutesNotConverged {
+        /// What each name server routed last.
+        routes: Vec<Option<String>>,
+        /// The live master, if known.
+        master: Option<String>,
+    },
+    /// A name server dropped the route of a lone broker that could reach
+    /// it (no cut between them explains the expiry).
+    RouteDropped {
+        /// The name server.
+        namesrv: u32,
+        /// When the watcher saw the route gone.
+        at_ms: u64,
+    },
 }
 
 impl fmt::Display for Violation {

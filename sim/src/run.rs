@@ -16,8 +16,8 @@ use sluice_core::FlushMode;
 use crate::clock::Skew;
 use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
-    add_broker, add_broker_host_after, add_controller, add_namesrv, broker_config, builder,
-    controller_host, crash_broker, replica_host, replication_config, slow_syncs, BROKER, HA_PORT,
+    add_broker, add_broker_host_after, add_controller, broker_config, builder, controller_host,
+    crash_broker, replica_host, replication_config, slow_syncs, BROKER, HA_PORT,
 };
 use crate::history::{trace_hash, Entry, Event, History};
 use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
@@ -124,8 +124,8 @@ pub fn run_plan(
     );
     slow_syncs(&disk);
     let mut sim = builder(plan.seed).build();
-    add_namesrv(&mut sim);
     let mut config = broker_config(flush_mode);
+    crate::routes::add_namesrvs(&mut sim, plan, &mut config);
     let group = plan.workload.group_members > 0;
     if group {
         config.client_idle_ms = GROUP_CLIENT_IDLE_MS;
@@ -168,6 +168,7 @@ pub fn run_plan(
             plan.workload.queues,
             plan.workload.drain_wait_ms,
             plan.workload.deferral == Deferral::Transactions,
+            plan.workload.namesrvs,
             history.clone(),
         ),
     );
@@ -195,6 +196,9 @@ pub fn run_plan(
     verdict.violations.extend(replica_violations(
         plan, &disk, &replicas, &config, &entries,
     )?);
+    verdict
+        .violations
+        .extend(crate::routes::route_violations(plan, &entries));
     let report = RunReport {
         plan: plan.clone(),
         trace_hash: trace_hash(&entries, end_ms),
@@ -261,6 +265,7 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
         }
         sim.client(MONITOR, monitor(Rc::clone(&progress), history.clone()));
     }
+    crate::routes::start_watcher(sim, plan, &progress, history);
     progress
 }
 
@@ -339,6 +344,12 @@ fn safety_phase(
                 Fault::IsolateBroker => each_peer(disks, |peer| sim.partition(BROKER, peer)),
                 Fault::RejoinBroker => each_peer(disks, |peer| sim.repair(BROKER, peer)),
                 Fault::StepBrokerClock { by_ms } => disks.broker_skew.step(by_ms),
+                fault @ (Fault::PartitionBrokerFromNamesrv { .. }
+                | Fault::RepairBrokerFromNamesrv { .. }
+                | Fault::PartitionClientsFromNamesrv { .. }
+                | Fault::RepairClientsFromNamesrv { .. }) => {
+                    crate::routes::apply_fault(sim, plan, fault);
+                }
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
         }
@@ -529,7 +540,7 @@ fn log_image(
 }
 
 /// Host name of producer `p`.
-fn producer_host(p: u32) -> String {
+pub(crate) fn producer_host(p: u32) -> String {
     format!("producer{p}")
 }
 

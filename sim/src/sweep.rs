@@ -53,11 +53,15 @@ pub enum FaultClass {
     MemberPartition,
     /// The broker's wall clock was stepped forward or back.
     ClockStep,
+    /// A broker was cut off from a name server.
+    NamesrvBrokerPartition,
+    /// The producers were cut off from a name server.
+    NamesrvClientPartition,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 17] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -73,6 +77,8 @@ impl FaultClass {
         Self::ConsumerPartition,
         Self::MemberPartition,
         Self::ClockStep,
+        Self::NamesrvBrokerPartition,
+        Self::NamesrvClientPartition,
     ];
 
     /// The class's name in reports.
@@ -93,6 +99,8 @@ impl FaultClass {
             Self::ConsumerPartition => "consumer_partition",
             Self::MemberPartition => "member_partition",
             Self::ClockStep => "clock_step",
+            Self::NamesrvBrokerPartition => "namesrv_broker_partition",
+            Self::NamesrvClientPartition => "namesrv_client_partition",
         }
     }
 
@@ -115,6 +123,8 @@ impl FaultClass {
             Fault::CrashController { .. } => Some(Self::ControllerCrash),
             Fault::IsolateBroker => Some(Self::MasterIsolation),
             Fault::StepBrokerClock { .. } => Some(Self::ClockStep),
+            Fault::PartitionBrokerFromNamesrv { .. } => Some(Self::NamesrvBrokerPartition),
+            Fault::PartitionClientsFromNamesrv { .. } => Some(Self::NamesrvClientPartition),
             Fault::RestartBroker
             | Fault::FailNextSync
             | Fault::ReleaseProducers
@@ -124,7 +134,9 @@ impl FaultClass {
             | Fault::RepairReplica { .. }
             | Fault::RestartReplica { .. }
             | Fault::RestartController { .. }
-            | Fault::RejoinBroker => None,
+            | Fault::RejoinBroker
+            | Fault::RepairBrokerFromNamesrv { .. }
+            | Fault::RepairClientsFromNamesrv { .. } => None,
         }
     }
 }
@@ -458,9 +470,21 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
         | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
-        | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b }) => {
-            a == b
-        }
+        | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b })
+        | (
+            Fault::PartitionClientsFromNamesrv { namesrv: a },
+            Fault::RepairClientsFromNamesrv { namesrv: b },
+        ) => a == b,
+        (
+            Fault::PartitionBrokerFromNamesrv {
+                broker: a,
+                namesrv: x,
+            },
+            Fault::RepairBrokerFromNamesrv {
+                broker: b,
+                namesrv: y,
+            },
+        ) => a == b && x == y,
         _ => false,
     }
 }
