@@ -175,6 +175,18 @@ pub enum Fault {
         /// The name server.
         namesrv: u32,
     },
+    /// Consumer-group member `member` starts now (it joins the group, which
+    /// rebalances); until then it does not run.
+    JoinMember {
+        /// The member (`0..group_members`).
+        member: u32,
+    },
+    /// Crash group member `member`'s host (its process dies; it is not
+    /// restarted): the broker must drop it and the others take its queues.
+    CrashMember {
+        /// The member.
+        member: u32,
+    },
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -825,6 +837,49 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Scenario `consumer_crash_during_rebalance`: a clustering
+    /// push-consumer group of 2–3 members consumes while producers send;
+    /// the last member joins late, and one member's host crashes right
+    /// around the rebalance that join starts — mostly while queues are
+    /// being reassigned (up to 1.5 s after the join), sometimes just
+    /// before it, sometimes the joiner itself. The broker must drop the
+    /// dead member and the survivors take its queues: nothing acknowledged
+    /// is lost, duplicates only where the crash (or a queue moving) explains
+    /// them, committed offsets never skip, lag reaches zero.
+    pub fn consumer_crash(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.queues = workload.queues.max(2);
+        workload.group_members = substream(seed, Salt::Group).random_range(2..=3);
+        let mut rng = substream(seed, Salt::Faults);
+        let window_ms = workload.expected_ms().max(200);
+        let joiner = workload.group_members - 1;
+        let join_ms = rng.random_range(100..=window_ms / 2);
+        let victim = if rng.random_bool(0.25) {
+            joiner
+        } else {
+            rng.random_range(0..joiner)
+        };
+        let crash_ms = if victim == joiner {
+            join_ms + rng.random_range(50..=1_500)
+        } else {
+            (join_ms + rng.random_range(0..=1_800)).saturating_sub(300)
+        };
+        let mut faults = vec![
+            TimedFault {
+                at_ms: join_ms,
+                fault: Fault::JoinMember { member: joiner },
+            },
+            TimedFault {
+                at_ms: crash_ms,
+                fault: Fault::CrashMember { member: victim },
+            },
+        ];
+        faults.sort_by_key(|f| f.at_ms);
+        Self::new(seed, workload, faults, None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -895,5 +950,52 @@ mod tests {
         }
         assert_eq!(replicated.len(), 2);
         assert_eq!(Plan::broker_crash(7).workload.namesrvs, 1);
+    }
+
+    #[test]
+    fn consumer_crash_plans_crash_one_member_around_the_join() {
+        let mut victims = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let plan = Plan::consumer_crash(seed);
+            let members = plan.workload.group_members;
+            let joins: Vec<_> = plan
+                .faults
+                .iter()
+                .filter(|f| {
+                    f.fault
+                        == Fault::JoinMember {
+                            member: members - 1,
+                        }
+                })
+                .collect();
+            let crashes: Vec<_> = plan
+                .faults
+                .iter()
+                .filter_map(|f| match f.fault {
+                    Fault::CrashMember { member } => Some((f.at_ms, member)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                (joins.len(), crashes.len()),
+                (1, 1),
+                "seed {seed}: {plan:?}"
+            );
+            let (crash_ms, victim) = crashes[0];
+            assert!(victim < members);
+            if victim == members - 1 {
+                assert!(
+                    crash_ms > joins[0].at_ms,
+                    "seed {seed}: the joiner crashes after it joined"
+                );
+            }
+            assert!(crash_ms.abs_diff(joins[0].at_ms) <= 1_500);
+            victims.insert(victim == members - 1);
+        }
+        assert_eq!(
+            victims.len(),
+            2,
+            "both the joiner and an older member crash"
+        );
     }
 }

@@ -58,12 +58,15 @@ pub enum Family {
     /// [`Plan::namesrv_partition`]: two name servers, brokers and clients
     /// cut off from them, stale routes across a failover.
     NamesrvPartition,
+    /// [`Plan::consumer_crash`]: a group member's host crashes around a
+    /// rebalance.
+    ConsumerCrash,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 15] = [
+pub const FAMILIES: [(Family, u32); 16] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -79,10 +82,11 @@ pub const FAMILIES: [(Family, u32); 15] = [
     (Family::ClockSkew, 2),
     (Family::Transactions, 2),
     (Family::NamesrvPartition, 1),
+    (Family::ConsumerCrash, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 27;
+pub const WEIGHT_TOTAL: u32 = 28;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -103,6 +107,7 @@ impl Family {
             Self::ClockSkew => "clock_skew_delays",
             Self::Transactions => "transactions_across_crashes",
             Self::NamesrvPartition => "namesrv_partition_stale_routes",
+            Self::ConsumerCrash => "consumer_crash_during_rebalance",
         }
     }
 
@@ -126,6 +131,7 @@ impl Family {
             Self::ClockSkew => Plan::clock_skew(seed),
             Self::Transactions => Plan::transactions(seed),
             Self::NamesrvPartition => Plan::namesrv_partition(seed),
+            Self::ConsumerCrash => Plan::consumer_crash(seed),
         }
     }
 
@@ -149,7 +155,8 @@ impl Family {
             | Self::ReplicasAcrossCrashes
             | Self::ClockSkew
             | Self::Transactions
-            | Self::NamesrvPartition => Flush::Sync,
+            | Self::NamesrvPartition
+            | Self::ConsumerCrash => Flush::Sync,
         }
     }
 

@@ -185,6 +185,17 @@ pub enum Violation {
         /// When the watcher saw the route gone.
         at_ms: u64,
     },
+    /// The consumer group consumed a message again with neither a crash of
+    /// the member that consumed it first nor a rebalance that took its
+    /// queue away in between.
+    UnexplainedDuplicate {
+        /// The message.
+        id: MessageId,
+        /// The first consumption: member and simulated ms.
+        first: (u32, u64),
+        /// The repeat: member and simulated ms.
+        again: (u32, u64),
+    },
 }
 
 impl fmt::Display for Violation {

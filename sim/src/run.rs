@@ -14,7 +14,7 @@ use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
 use crate::clock::Skew;
-use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
+use crate::group::{member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
     add_broker, add_broker_host_after, add_controller, broker_config, builder, controller_host,
     crash_broker, replica_host, replication_config, slow_syncs, BROKER, HA_PORT,
@@ -184,21 +184,7 @@ pub fn run_plan(
     let end_ms = now_ms(&sim);
     drop(sim);
     let entries = history.entries();
-    let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
-    let mut verdict = check(&events, oracle);
-    verdict
-        .violations
-        .extend(early_deliveries(&entries, forward_steps_ms(plan)));
-    if group {
-        let bounds = group_bounds(plan, GROUP_OFFSET_PERSIST_MS + OFFSET_PERSIST_SLACK_MS);
-        verdict.violations.extend(check_group(&entries, &bounds));
-    }
-    verdict.violations.extend(replica_violations(
-        plan, &disk, &replicas, &config, &entries,
-    )?);
-    verdict
-        .violations
-        .extend(crate::routes::route_violations(plan, &entries));
+    let verdict = judge(plan, oracle, &entries, &disk, &replicas, &config)?;
     let report = RunReport {
         plan: plan.clone(),
         trace_hash: trace_hash(&entries, end_ms),
@@ -211,6 +197,37 @@ pub fn run_plan(
         report.print_trace();
     }
     Ok(report)
+}
+
+/// The oracle's verdict on a run's history: the history checks, the
+/// timing, group, replica and route checks the plan calls for.
+fn judge(
+    plan: &Plan,
+    oracle: OracleConfig,
+    entries: &[Entry],
+    disk: &SimDisk,
+    replicas: &[SimDisk],
+    config: &sluice_node::broker::BrokerConfig,
+) -> Result<Verdict, String> {
+    let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
+    let mut verdict = check(&events, oracle);
+    verdict
+        .violations
+        .extend(early_deliveries(entries, forward_steps_ms(plan)));
+    if plan.workload.group_members > 0 {
+        let bounds = group_bounds(plan, GROUP_OFFSET_PERSIST_MS + OFFSET_PERSIST_SLACK_MS);
+        verdict.violations.extend(check_group(entries, &bounds));
+        verdict
+            .violations
+            .extend(crate::member_crash::unexplained_duplicates(plan, entries));
+    }
+    verdict
+        .violations
+        .extend(replica_violations(plan, disk, replicas, config, entries)?);
+    verdict
+        .violations
+        .extend(crate::routes::route_violations(plan, entries));
+    Ok(verdict)
 }
 
 /// Starts the plan's clients: the producers, and the long-polling
@@ -253,15 +270,7 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
     });
     if plan.workload.group_members > 0 {
         for m in 0..plan.workload.group_members {
-            sim.client(
-                member_host(m),
-                member(
-                    m,
-                    Rc::clone(&progress),
-                    history.clone(),
-                    plan.workload.lossy_group_handler,
-                ),
-            );
+            crate::member_crash::start_member(sim, plan, m, &progress, history, false);
         }
         sim.client(MONITOR, monitor(Rc::clone(&progress), history.clone()));
     }
@@ -285,7 +294,7 @@ fn safety_phase(
     plan: &Plan,
     disks: &Disks<'_>,
     history: &History,
-    progress: &GroupProgress,
+    progress: &Rc<GroupProgress>,
 ) -> Result<(), String> {
     let mut faults = plan.faults.iter().peekable();
     loop {
@@ -349,6 +358,9 @@ fn safety_phase(
                 | Fault::PartitionClientsFromNamesrv { .. }
                 | Fault::RepairClientsFromNamesrv { .. }) => {
                     crate::routes::apply_fault(sim, plan, fault);
+                }
+                fault @ (Fault::JoinMember { .. } | Fault::CrashMember { .. }) => {
+                    crate::member_crash::apply_fault(sim, plan, fault, now, progress, history);
                 }
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));

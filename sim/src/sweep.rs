@@ -57,11 +57,13 @@ pub enum FaultClass {
     NamesrvBrokerPartition,
     /// The producers were cut off from a name server.
     NamesrvClientPartition,
+    /// A consumer-group member's host crashed.
+    MemberCrash,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -79,6 +81,7 @@ impl FaultClass {
         Self::ClockStep,
         Self::NamesrvBrokerPartition,
         Self::NamesrvClientPartition,
+        Self::MemberCrash,
     ];
 
     /// The class's name in reports.
@@ -101,6 +104,7 @@ impl FaultClass {
             Self::ClockStep => "clock_step",
             Self::NamesrvBrokerPartition => "namesrv_broker_partition",
             Self::NamesrvClientPartition => "namesrv_client_partition",
+            Self::MemberCrash => "member_crash",
         }
     }
 
@@ -125,6 +129,7 @@ impl FaultClass {
             Fault::StepBrokerClock { .. } => Some(Self::ClockStep),
             Fault::PartitionBrokerFromNamesrv { .. } => Some(Self::NamesrvBrokerPartition),
             Fault::PartitionClientsFromNamesrv { .. } => Some(Self::NamesrvClientPartition),
+            Fault::CrashMember { .. } => Some(Self::MemberCrash),
             Fault::RestartBroker
             | Fault::FailNextSync
             | Fault::ReleaseProducers
@@ -136,7 +141,8 @@ impl FaultClass {
             | Fault::RestartController { .. }
             | Fault::RejoinBroker
             | Fault::RepairBrokerFromNamesrv { .. }
-            | Fault::RepairClientsFromNamesrv { .. } => None,
+            | Fault::RepairClientsFromNamesrv { .. }
+            | Fault::JoinMember { .. } => None,
         }
     }
 }
@@ -471,6 +477,7 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
         | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b })
+        | (Fault::JoinMember { member: a }, Fault::CrashMember { member: b })
         | (
             Fault::PartitionClientsFromNamesrv { namesrv: a },
             Fault::RepairClientsFromNamesrv { namesrv: b },
@@ -640,8 +647,12 @@ mod tests {
                 for unit in units {
                     let first = plan.faults[unit[0]].fault;
                     // Every fault that starts a class ends with its heal
-                    // (a clock step has none: it stands alone).
-                    let heals = !matches!(first, Fault::StepBrokerClock { .. });
+                    // (a clock step or a member's crash has none: it
+                    // stands alone).
+                    let heals = !matches!(
+                        first,
+                        Fault::StepBrokerClock { .. } | Fault::CrashMember { .. }
+                    );
                     if FaultClass::of(first).is_some() && heals {
                         assert_eq!(unit.len(), 2, "{family:?} seed {seed}: {plan:?}");
                     }
