@@ -187,6 +187,14 @@ pub enum Fault {
         /// The member.
         member: u32,
     },
+    /// Step replica `replica`'s wall clock by `by_ms` (negative: back).
+    /// Monotonic time is untouched.
+    StepReplicaClock {
+        /// The replica.
+        replica: u32,
+        /// The step, in milliseconds.
+        by_ms: i64,
+    },
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -880,6 +888,73 @@ impl Plan {
     }
 }
 
+/// Drift of one clock, as repeated small steps: how many, and how large.
+const DRIFT_STEPS: std::ops::RangeInclusive<u32> = 10..=20;
+const DRIFT_STEP_MS: std::ops::RangeInclusive<i64> = 20..=100;
+
+impl Plan {
+    /// Scenario `replica_clock_skew`: the failover plan with delayed
+    /// messages and timers ([`Plan::failover`] with
+    /// [`Plan::with_delays`]), and the replicas' wall clocks stepped 1–2
+    /// times forward or back by up to 5 s; per seed one clock (the first
+    /// broker's or a replica's) also drifts — 10–20 steps of 20–100 ms in
+    /// one direction, every 250–750 ms. Long-polling consumers read every
+    /// queue. Whichever broker is master when a
+    /// delayed message falls due delivers it: none may be lost, none read
+    /// earlier than its delay less what the steps can make one broker's
+    /// clock run ahead of another's, and the replicas' logs must agree.
+    pub fn replica_clock_skew(seed: u64) -> Self {
+        let mut plan = Self::failover(seed).with_delays();
+        // Read while messages fall due, so an early one would be seen (the
+        // drain reads only once everything is due).
+        plan.workload.long_poll_consumers = true;
+        let replicas = plan.replication.map_or(1, |r| r.replicas).max(1);
+        let mut rng = substream(seed, Salt::ClockSteps);
+        let window_ms = FIRST_MASTER_MS + plan.workload.expected_ms() + DELAY_MS_MAX;
+        let step = |broker: u32, by_ms: i64| match broker.checked_sub(1) {
+            None => Fault::StepBrokerClock { by_ms },
+            Some(replica) => Fault::StepReplicaClock { replica, by_ms },
+        };
+        for _ in 0..rng.random_range(1..=2) {
+            let replica = rng.random_range(1..=replicas);
+            let by_ms = rng.random_range(-CLOCK_STEP_MS_MAX..=CLOCK_STEP_MS_MAX);
+            plan.faults.push(TimedFault {
+                at_ms: rng.random_range(20..=window_ms),
+                fault: step(replica, by_ms),
+            });
+        }
+        if rng.random_bool(0.5) {
+            let broker = rng.random_range(0..=replicas);
+            let sign = if rng.random_bool(0.5) { 1 } else { -1 };
+            let mut at_ms = rng.random_range(20..=window_ms / 2);
+            for _ in 0..rng.random_range(DRIFT_STEPS) {
+                at_ms += rng.random_range(250..=750);
+                let by_ms = sign * rng.random_range(DRIFT_STEP_MS);
+                plan.faults.push(TimedFault {
+                    at_ms,
+                    fault: step(broker, by_ms),
+                });
+            }
+        }
+        plan.faults.sort_by_key(|f| f.at_ms);
+        let back_ms: u64 = plan
+            .faults
+            .iter()
+            .filter_map(|f| match f.fault {
+                Fault::StepBrokerClock { by_ms } | Fault::StepReplicaClock { by_ms, .. } => {
+                    Some(by_ms.min(0).unsigned_abs())
+                }
+                _ => None,
+            })
+            .sum();
+        plan.workload.drain_wait_ms = plan
+            .workload
+            .drain_wait_ms
+            .max(DELAY_MS_MAX + back_ms + 2_000);
+        plan
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -997,5 +1072,33 @@ mod tests {
             2,
             "both the joiner and an older member crash"
         );
+    }
+
+    #[test]
+    fn replica_clock_plans_step_replicas_and_sometimes_drift() {
+        let mut drifting = 0;
+        for seed in 0..100 {
+            let plan = Plan::replica_clock_skew(seed);
+            let replicas = plan.replication.map_or(0, |r| r.replicas);
+            let steps = plan
+                .faults
+                .iter()
+                .filter(|f| match f.fault {
+                    Fault::StepReplicaClock { replica, by_ms } => {
+                        assert!(replica < replicas && by_ms.abs() <= CLOCK_STEP_MS_MAX);
+                        true
+                    }
+                    Fault::StepBrokerClock { .. } => true,
+                    _ => false,
+                })
+                .count();
+            assert!(steps >= 1, "seed {seed}: {plan:?}");
+            assert!(plan.faults.windows(2).all(|p| p[0].at_ms <= p[1].at_ms));
+            assert_eq!(plan.workload.deferral, Deferral::Delays);
+            if steps >= 10 {
+                drifting += 1;
+            }
+        }
+        assert!(drifting > 20 && drifting < 80, "{drifting}");
     }
 }

@@ -21,6 +21,8 @@ pub enum Salt {
     Producer = 0x7072_6f64_7563_6572,
     /// Consumer group shape: how many members.
     Group = 0x6772_6f75_7073_697a,
+    /// Clock steps and drift added on top of another plan's faults.
+    ClockSteps = 0x636c_6b73_7465_7073,
 }
 
 /// The RNG of sub-stream `salt` of run `seed`.

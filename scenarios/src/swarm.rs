@@ -61,12 +61,15 @@ pub enum Family {
     /// [`Plan::consumer_crash`]: a group member's host crashes around a
     /// rebalance.
     ConsumerCrash,
+    /// [`Plan::replica_clock_skew`]: replicas' clocks stepped and drifting
+    /// across a failover with delayed messages.
+    ReplicaClockSkew,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 16] = [
+pub const FAMILIES: [(Family, u32); 17] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -83,10 +86,11 @@ pub const FAMILIES: [(Family, u32); 16] = [
     (Family::Transactions, 2),
     (Family::NamesrvPartition, 1),
     (Family::ConsumerCrash, 1),
+    (Family::ReplicaClockSkew, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 28;
+pub const WEIGHT_TOTAL: u32 = 29;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -108,6 +112,7 @@ impl Family {
             Self::Transactions => "transactions_across_crashes",
             Self::NamesrvPartition => "namesrv_partition_stale_routes",
             Self::ConsumerCrash => "consumer_crash_during_rebalance",
+            Self::ReplicaClockSkew => "replica_clock_skew",
         }
     }
 
@@ -132,6 +137,7 @@ impl Family {
             Self::Transactions => Plan::transactions(seed),
             Self::NamesrvPartition => Plan::namesrv_partition(seed),
             Self::ConsumerCrash => Plan::consumer_crash(seed),
+            Self::ReplicaClockSkew => Plan::replica_clock_skew(seed),
         }
     }
 
@@ -144,7 +150,8 @@ impl Family {
             Self::ReplicaPartitionSync
             | Self::ReplicaPartitionAsync
             | Self::Failover
-            | Self::IsolatedMaster => Flush::Async,
+            | Self::IsolatedMaster
+            | Self::ReplicaClockSkew => Flush::Async,
             Self::BrokerCrash
             | Self::BrokerCrashGarbageSectors
             | Self::FsyncEio

@@ -136,13 +136,17 @@ pub fn run_plan(
         config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
     }
     let controllers = add_controllers(&mut sim, plan);
-    let replicas = add_replicas(&mut sim, plan, &mut config);
+    let replica_skews: Vec<Skew> = (0..plan.replication.map_or(0, |r| r.replicas))
+        .map(|_| Skew::new(plan.broker_skew_ms))
+        .collect();
+    let replicas = add_replicas(&mut sim, plan, &mut config, &replica_skews);
     let broker_skew = Skew::new(plan.broker_skew_ms);
     add_broker(&mut sim, &disk, &config, &broker_skew);
     let progress = start_clients(&mut sim, plan, &history);
     let disks = Disks {
         broker: &disk,
         broker_skew: &broker_skew,
+        replica_skews: &replica_skews,
         replicas: &replicas,
         controllers: &controllers,
     };
@@ -285,6 +289,7 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
 struct Disks<'a> {
     broker: &'a SimDisk,
     broker_skew: &'a Skew,
+    replica_skews: &'a [Skew],
     replicas: &'a [SimDisk],
     controllers: &'a [SimDisk],
 }
@@ -359,6 +364,14 @@ fn safety_phase(
                 | Fault::RepairClientsFromNamesrv { .. }) => {
                     crate::routes::apply_fault(sim, plan, fault);
                 }
+                Fault::StepReplicaClock { replica, by_ms } => {
+                    if let Some(skew) = usize::try_from(replica)
+                        .ok()
+                        .and_then(|i| disks.replica_skews.get(i))
+                    {
+                        skew.step(by_ms);
+                    }
+                }
                 fault @ (Fault::JoinMember { .. } | Fault::CrashMember { .. }) => {
                     crate::member_crash::apply_fault(sim, plan, fault, now, progress, history);
                 }
@@ -414,6 +427,7 @@ fn add_replicas(
     sim: &mut turmoil::Sim<'_>,
     plan: &Plan,
     config: &mut sluice_node::broker::BrokerConfig,
+    skews: &[Skew],
 ) -> Vec<SimDisk> {
     let Some(set) = plan.replication else {
         return Vec::new();
@@ -455,7 +469,7 @@ fn add_replicas(
                 &replica_host(i),
                 &disk,
                 &rc,
-                &Skew::new(plan.broker_skew_ms),
+                &skews[usize::try_from(i).unwrap_or(usize::MAX)],
                 delay,
             );
             disk
@@ -602,10 +616,25 @@ fn group_bounds(plan: &Plan, persisted_after_ms: u64) -> GroupBounds {
 /// How far the broker's clock was stepped forward in all: a delayed
 /// message may be delivered that much early (by the broker's clock it was
 /// not). Only the sum bounds it: steps may add up while one waits.
+///
+/// With replicas' clocks stepped too, the broker that delivers a message
+/// may not be the one that stored it (a failover), so what bounds the
+/// earliness is how far one broker's clock can run ahead of another's:
+/// every step counts, forward (the deliverer ahead) or back (the storer
+/// behind).
 fn forward_steps_ms(plan: &Plan) -> u64 {
+    let replica_steps = plan
+        .faults
+        .iter()
+        .any(|f| matches!(f.fault, Fault::StepReplicaClock { .. }));
     plan.faults
         .iter()
         .filter_map(|f| match f.fault {
+            Fault::StepBrokerClock { by_ms } | Fault::StepReplicaClock { by_ms, .. }
+                if replica_steps =>
+            {
+                Some(by_ms.unsigned_abs())
+            }
             Fault::StepBrokerClock { by_ms } => u64::try_from(by_ms).ok(),
             _ => None,
         })

@@ -59,11 +59,13 @@ pub enum FaultClass {
     NamesrvClientPartition,
     /// A consumer-group member's host crashed.
     MemberCrash,
+    /// A replica's wall clock was stepped forward or back.
+    ReplicaClockStep,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -82,6 +84,7 @@ impl FaultClass {
         Self::NamesrvBrokerPartition,
         Self::NamesrvClientPartition,
         Self::MemberCrash,
+        Self::ReplicaClockStep,
     ];
 
     /// The class's name in reports.
@@ -105,6 +108,7 @@ impl FaultClass {
             Self::NamesrvBrokerPartition => "namesrv_broker_partition",
             Self::NamesrvClientPartition => "namesrv_client_partition",
             Self::MemberCrash => "member_crash",
+            Self::ReplicaClockStep => "replica_clock_step",
         }
     }
 
@@ -130,6 +134,7 @@ impl FaultClass {
             Fault::PartitionBrokerFromNamesrv { .. } => Some(Self::NamesrvBrokerPartition),
             Fault::PartitionClientsFromNamesrv { .. } => Some(Self::NamesrvClientPartition),
             Fault::CrashMember { .. } => Some(Self::MemberCrash),
+            Fault::StepReplicaClock { .. } => Some(Self::ReplicaClockStep),
             Fault::RestartBroker
             | Fault::FailNextSync
             | Fault::ReleaseProducers
@@ -651,7 +656,9 @@ mod tests {
                     // stands alone).
                     let heals = !matches!(
                         first,
-                        Fault::StepBrokerClock { .. } | Fault::CrashMember { .. }
+                        Fault::StepBrokerClock { .. }
+                            | Fault::StepReplicaClock { .. }
+                            | Fault::CrashMember { .. }
                     );
                     if FaultClass::of(first).is_some() && heals {
                         assert_eq!(unit.len(), 2, "{family:?} seed {seed}: {plan:?}");
