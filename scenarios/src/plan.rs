@@ -851,7 +851,9 @@ impl Plan {
     /// the last member joins late, and one member's host crashes right
     /// around the rebalance that join starts — mostly while queues are
     /// being reassigned (up to 1.5 s after the join), sometimes just
-    /// before it, sometimes the joiner itself. The broker must drop the
+    /// before it, sometimes the joiner itself; sometimes an older victim
+    /// is cut off from the broker just before, so only its silence tells
+    /// the broker it is gone. The broker must drop the
     /// dead member and the survivors take its queues: nothing acknowledged
     /// is lost, duplicates only where the crash (or a queue moving) explains
     /// them, committed offsets never skip, lag reaches zero.
@@ -883,6 +885,20 @@ impl Plan {
                 fault: Fault::CrashMember { member: victim },
             },
         ];
+        // Sometimes an older member is cut off from the broker just before
+        // its crash, so its connection's close never arrives: the broker
+        // must expire it by its silence instead.
+        if victim != joiner && rng.random_bool(0.35) {
+            let member = victim;
+            faults.push(TimedFault {
+                at_ms: crash_ms.saturating_sub(rng.random_range(0..=200)),
+                fault: Fault::PartitionMember { member },
+            });
+            faults.push(TimedFault {
+                at_ms: crash_ms + rng.random_range(500..=3_000),
+                fault: Fault::RepairMember { member },
+            });
+        }
         faults.sort_by_key(|f| f.at_ms);
         Self::new(seed, workload, faults, None)
     }
