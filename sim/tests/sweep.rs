@@ -17,9 +17,13 @@ fn swarm_seeds_pass_and_report_what_fired() {
         assert_eq!(outcome.seed, seed);
         assert_eq!(outcome.family, SwarmRun::from_seed(seed).family);
         assert_eq!(outcome.failure, None, "seed {seed}");
-        // Every family injects at least one fault into every run.
+        // A run with planned faults fires at least one class (a
+        // transactions run may plan none: its producer dying after a half
+        // is no fault class; seed 3 draws such a run since the swarm has
+        // seventeen families).
+        let planned = !SwarmRun::from_seed(seed).plan.faults.is_empty();
         assert!(
-            !outcome.fired.is_empty(),
+            !planned || !outcome.fired.is_empty(),
             "seed {seed} ({}): no fault class fired",
             outcome.family.name()
         );
