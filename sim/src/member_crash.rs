@@ -16,8 +16,9 @@ use crate::group::{member, member_host, GroupProgress};
 use crate::history::{Entry, Event, History, MessageId};
 use crate::oracle::Violation;
 
-/// Starts member `m` of the plan's group, unless it joins later: as a host
-/// when the plan crashes it, else as a client.
+/// Starts member `m` of the plan's group — as a host when the plan crashes
+/// it, else as a client — unless it joins later and `joining` (its
+/// `JoinMember` fault firing now) is false.
 pub fn start_member(
     sim: &mut turmoil::Sim<'_>,
     plan: &Plan,

@@ -285,7 +285,7 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
 /// Steps until every client finished and every planned fault was applied.
 /// A consumer group runs on until its monitor sees it caught up, which it
 /// only looks for once `progress` says the faults are all applied.
-/// The disks of a run's hosts, which outlive them.
+/// The disks and wall-clock skews of a run's hosts, which outlive them.
 struct Disks<'a> {
     broker: &'a SimDisk,
     broker_skew: &'a Skew,
