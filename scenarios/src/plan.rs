@@ -41,6 +41,9 @@ pub struct Workload {
     /// How long the drain waits before reading, so every delayed message
     /// is due (its delay, plus any backward step of the broker's clock).
     pub drain_wait_ms: u64,
+    /// Name servers of the cluster (1: the default single one). With more,
+    /// brokers register with, and clients ask, every one of them.
+    pub namesrvs: u32,
 }
 
 /// Messages of a workload that are not simply stored for now.
@@ -177,6 +180,53 @@ pub enum Fault {
         /// Only each queue's first file.
         first_only: bool,
     },
+    /// Drop every message between broker `broker` (0: the first broker;
+    /// `i + 1`: replica `i`) and name server `namesrv`: the broker's
+    /// registration there expires if the cut lasts.
+    PartitionBrokerFromNamesrv {
+        /// The broker.
+        broker: u32,
+        /// The name server (`0..namesrvs`).
+        namesrv: u32,
+    },
+    /// Heal that partition.
+    RepairBrokerFromNamesrv {
+        /// The broker.
+        broker: u32,
+        /// The name server.
+        namesrv: u32,
+    },
+    /// Drop every message between the producers and name server
+    /// `namesrv`: their route lookups must go to another one.
+    PartitionClientsFromNamesrv {
+        /// The name server.
+        namesrv: u32,
+    },
+    /// Heal that partition.
+    RepairClientsFromNamesrv {
+        /// The name server.
+        namesrv: u32,
+    },
+    /// Consumer-group member `member` starts now (it joins the group, which
+    /// rebalances); until then it does not run.
+    JoinMember {
+        /// The member (`0..group_members`).
+        member: u32,
+    },
+    /// Crash group member `member`'s host (its process dies; it is not
+    /// restarted): the broker must drop it and the others take its queues.
+    CrashMember {
+        /// The member.
+        member: u32,
+    },
+    /// Step replica `replica`'s wall clock by `by_ms` (negative: back).
+    /// Monotonic time is untouched.
+    StepReplicaClock {
+        /// The replica.
+        replica: u32,
+        /// The step, in milliseconds.
+        by_ms: i64,
+    },
 }
 
 /// Broker settings a scenario changes from the harness's defaults.
@@ -256,6 +306,7 @@ fn workload(seed: u64) -> Workload {
         lossy_group_handler: false,
         deferral: Deferral::Off,
         drain_wait_ms: 0,
+        namesrvs: 1,
     }
 }
 
@@ -927,6 +978,228 @@ impl Plan {
     }
 }
 
+/// Name servers in the name-server scenarios.
+const NAMESRVS: u32 = 2;
+
+/// Pushes `open` at `at_ms` and `close` `for_ms` later.
+fn cut(faults: &mut Vec<TimedFault>, at_ms: u64, for_ms: u64, open: Fault, close: Fault) {
+    faults.push(TimedFault { at_ms, fault: open });
+    faults.push(TimedFault {
+        at_ms: at_ms + for_ms,
+        fault: close,
+    });
+}
+
+impl Plan {
+    /// Scenario `namesrv_partition_stale_routes`: two name servers; the
+    /// first broker is cut off from one of them — mostly for 4–8 s, past
+    /// the sim's broker expiry, so its registration (and the topic's
+    /// route) expires there — and healed; per seed the producers are cut
+    /// off from a name server too. Per seed (swarm style) the broker group
+    /// is SYNC-replicated with a controller, and its master is isolated
+    /// for 5–10 s so a replica is elected while producers still hold the
+    /// old master's route; mostly the new master is also cut off from one
+    /// name server during the failover, so that name server keeps routing
+    /// the old master. Producers with a stale route must get errors, never
+    /// an acknowledgement that is lost; after the heal every name server
+    /// routes the live master.
+    pub fn namesrv_partition(seed: u64) -> Self {
+        let mut rng = substream(seed, Salt::Faults);
+        let replicated = rng.random_bool(0.5);
+        let mut workload = if replicated {
+            replicated_workload(seed)
+        } else {
+            workload(seed)
+        };
+        workload.namesrvs = NAMESRVS;
+        let start_ms = if replicated { FIRST_MASTER_MS } else { 0 };
+        let window_ms = workload.expected_ms().max(200) / 2;
+        let mut faults = Vec::new();
+        let namesrv = rng.random_range(0..NAMESRVS);
+        let at_ms = start_ms + rng.random_range(20..=window_ms);
+        let for_ms = if rng.random_bool(0.75) {
+            rng.random_range(4_000..=8_000)
+        } else {
+            rng.random_range(300..=2_000)
+        };
+        cut(
+            &mut faults,
+            at_ms,
+            for_ms,
+            Fault::PartitionBrokerFromNamesrv { broker: 0, namesrv },
+            Fault::RepairBrokerFromNamesrv { broker: 0, namesrv },
+        );
+        if rng.random_bool(0.6) {
+            let namesrv = rng.random_range(0..NAMESRVS);
+            let at_ms = start_ms + rng.random_range(20..=window_ms);
+            cut(
+                &mut faults,
+                at_ms,
+                rng.random_range(1_000..=6_000),
+                Fault::PartitionClientsFromNamesrv { namesrv },
+                Fault::RepairClientsFromNamesrv { namesrv },
+            );
+        }
+        if replicated {
+            let at_ms = start_ms + rng.random_range(20..=window_ms);
+            let for_ms = rng.random_range(5_000..=10_000);
+            cut(
+                &mut faults,
+                at_ms,
+                for_ms,
+                Fault::IsolateBroker,
+                Fault::RejoinBroker,
+            );
+            if rng.random_bool(0.75) {
+                // The replica that becomes master, unknown to one name
+                // server until after the old master rejoined.
+                let namesrv = rng.random_range(0..NAMESRVS);
+                cut(
+                    &mut faults,
+                    at_ms.saturating_sub(rng.random_range(0..=1_000)),
+                    for_ms + rng.random_range(500..=4_000),
+                    Fault::PartitionBrokerFromNamesrv { broker: 1, namesrv },
+                    Fault::RepairBrokerFromNamesrv { broker: 1, namesrv },
+                );
+            }
+        }
+        faults.sort_by_key(|f| f.at_ms);
+        let replication = replicated.then_some(ReplicaSet {
+            sync: true,
+            replicas: 1,
+            trust_claimed_offset: false,
+            controllers: 1,
+        });
+        Self::new(seed, workload, faults, replication)
+    }
+}
+
+impl Plan {
+    /// Scenario `consumer_crash_during_rebalance`: a clustering
+    /// push-consumer group of 2–3 members consumes while producers send;
+    /// the last member joins late, and one member's host crashes right
+    /// around the rebalance that join starts — mostly while queues are
+    /// being reassigned (up to 1.5 s after the join), sometimes just
+    /// before it, sometimes the joiner itself; sometimes an older victim
+    /// is cut off from the broker just before, so only its silence tells
+    /// the broker it is gone. The broker must drop the
+    /// dead member and the survivors take its queues: nothing acknowledged
+    /// is lost, duplicates only where the crash (or a queue moving) explains
+    /// them, committed offsets never skip, lag reaches zero.
+    pub fn consumer_crash(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.queues = workload.queues.max(2);
+        workload.group_members = substream(seed, Salt::Group).random_range(2..=3);
+        let mut rng = substream(seed, Salt::Faults);
+        let window_ms = workload.expected_ms().max(200);
+        let joiner = workload.group_members - 1;
+        let join_ms = rng.random_range(100..=window_ms / 2);
+        let victim = if rng.random_bool(0.25) {
+            joiner
+        } else {
+            rng.random_range(0..joiner)
+        };
+        let crash_ms = if victim == joiner {
+            join_ms + rng.random_range(50..=1_500)
+        } else {
+            (join_ms + rng.random_range(0..=1_800)).saturating_sub(300)
+        };
+        let mut faults = vec![
+            TimedFault {
+                at_ms: join_ms,
+                fault: Fault::JoinMember { member: joiner },
+            },
+            TimedFault {
+                at_ms: crash_ms,
+                fault: Fault::CrashMember { member: victim },
+            },
+        ];
+        // Sometimes an older member is cut off from the broker just before
+        // its crash, so its connection's close never arrives: the broker
+        // must expire it by its silence instead.
+        if victim != joiner && rng.random_bool(0.35) {
+            let member = victim;
+            faults.push(TimedFault {
+                at_ms: crash_ms.saturating_sub(rng.random_range(0..=200)),
+                fault: Fault::PartitionMember { member },
+            });
+            faults.push(TimedFault {
+                at_ms: crash_ms + rng.random_range(500..=3_000),
+                fault: Fault::RepairMember { member },
+            });
+        }
+        faults.sort_by_key(|f| f.at_ms);
+        Self::new(seed, workload, faults, None)
+    }
+}
+
+/// Drift of one clock, as repeated small steps: how many, and how large.
+const DRIFT_STEPS: std::ops::RangeInclusive<u32> = 10..=20;
+const DRIFT_STEP_MS: std::ops::RangeInclusive<i64> = 20..=100;
+
+impl Plan {
+    /// Scenario `replica_clock_skew`: the failover plan with delayed
+    /// messages and timers ([`Plan::failover`] with
+    /// [`Plan::with_delays`]), and the replicas' wall clocks stepped 1–2
+    /// times forward or back by up to 5 s; per seed one clock (the first
+    /// broker's or a replica's) also drifts — 10–20 steps of 20–100 ms in
+    /// one direction, every 250–750 ms. Long-polling consumers read every
+    /// queue. Whichever broker is master when a
+    /// delayed message falls due delivers it: none may be lost, none read
+    /// earlier than its delay less what the steps can make one broker's
+    /// clock run ahead of another's, and the replicas' logs must agree.
+    pub fn replica_clock_skew(seed: u64) -> Self {
+        let mut plan = Self::failover(seed).with_delays();
+        // Read while messages fall due, so an early one would be seen (the
+        // drain reads only once everything is due).
+        plan.workload.long_poll_consumers = true;
+        let replicas = plan.replication.map_or(1, |r| r.replicas).max(1);
+        let mut rng = substream(seed, Salt::ClockSteps);
+        let window_ms = FIRST_MASTER_MS + plan.workload.expected_ms() + DELAY_MS_MAX;
+        let step = |broker: u32, by_ms: i64| match broker.checked_sub(1) {
+            None => Fault::StepBrokerClock { by_ms },
+            Some(replica) => Fault::StepReplicaClock { replica, by_ms },
+        };
+        for _ in 0..rng.random_range(1..=2) {
+            let replica = rng.random_range(1..=replicas);
+            let by_ms = rng.random_range(-CLOCK_STEP_MS_MAX..=CLOCK_STEP_MS_MAX);
+            plan.faults.push(TimedFault {
+                at_ms: rng.random_range(20..=window_ms),
+                fault: step(replica, by_ms),
+            });
+        }
+        if rng.random_bool(0.5) {
+            let broker = rng.random_range(0..=replicas);
+            let sign = if rng.random_bool(0.5) { 1 } else { -1 };
+            let mut at_ms = rng.random_range(20..=window_ms / 2);
+            for _ in 0..rng.random_range(DRIFT_STEPS) {
+                at_ms += rng.random_range(250..=750);
+                let by_ms = sign * rng.random_range(DRIFT_STEP_MS);
+                plan.faults.push(TimedFault {
+                    at_ms,
+                    fault: step(broker, by_ms),
+                });
+            }
+        }
+        plan.faults.sort_by_key(|f| f.at_ms);
+        let back_ms: u64 = plan
+            .faults
+            .iter()
+            .filter_map(|f| match f.fault {
+                Fault::StepBrokerClock { by_ms } | Fault::StepReplicaClock { by_ms, .. } => {
+                    Some(by_ms.min(0).unsigned_abs())
+                }
+                _ => None,
+            })
+            .sum();
+        plan.workload.drain_wait_ms = plan
+            .workload
+            .drain_wait_ms
+            .max(DELAY_MS_MAX + back_ms + 2_000);
+        plan
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1016,5 +1289,100 @@ mod tests {
             })
             .collect();
         assert!(shapes.len() > 4, "{shapes:?}");
+    }
+
+    #[test]
+    fn namesrv_plans_heal_every_cut_and_vary_replication() {
+        let mut replicated = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let plan = Plan::namesrv_partition(seed);
+            assert_eq!(plan.workload.namesrvs, 2);
+            assert!(plan.faults.windows(2).all(|p| p[0].at_ms <= p[1].at_ms));
+            let count =
+                |f: &dyn Fn(&Fault) -> bool| plan.faults.iter().filter(|t| f(&t.fault)).count();
+            let cuts = count(&|f| matches!(f, Fault::PartitionBrokerFromNamesrv { .. }));
+            let heals = count(&|f| matches!(f, Fault::RepairBrokerFromNamesrv { .. }));
+            assert!(cuts >= 1 && cuts == heals, "seed {seed}: {plan:?}");
+            let isolations = count(&|f| *f == Fault::IsolateBroker);
+            assert_eq!(isolations, usize::from(plan.replication.is_some()));
+            replicated.insert(plan.replication.is_some());
+        }
+        assert_eq!(replicated.len(), 2);
+        assert_eq!(Plan::broker_crash(7).workload.namesrvs, 1);
+    }
+
+    #[test]
+    fn consumer_crash_plans_crash_one_member_around_the_join() {
+        let mut victims = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let plan = Plan::consumer_crash(seed);
+            let members = plan.workload.group_members;
+            let joins: Vec<_> = plan
+                .faults
+                .iter()
+                .filter(|f| {
+                    f.fault
+                        == Fault::JoinMember {
+                            member: members - 1,
+                        }
+                })
+                .collect();
+            let crashes: Vec<_> = plan
+                .faults
+                .iter()
+                .filter_map(|f| match f.fault {
+                    Fault::CrashMember { member } => Some((f.at_ms, member)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                (joins.len(), crashes.len()),
+                (1, 1),
+                "seed {seed}: {plan:?}"
+            );
+            let (crash_ms, victim) = crashes[0];
+            assert!(victim < members);
+            if victim == members - 1 {
+                assert!(
+                    crash_ms > joins[0].at_ms,
+                    "seed {seed}: the joiner crashes after it joined"
+                );
+            }
+            assert!(crash_ms.abs_diff(joins[0].at_ms) <= 1_500);
+            victims.insert(victim == members - 1);
+        }
+        assert_eq!(
+            victims.len(),
+            2,
+            "both the joiner and an older member crash"
+        );
+    }
+
+    #[test]
+    fn replica_clock_plans_step_replicas_and_sometimes_drift() {
+        let mut drifting = 0;
+        for seed in 0..100 {
+            let plan = Plan::replica_clock_skew(seed);
+            let replicas = plan.replication.map_or(0, |r| r.replicas);
+            let steps = plan
+                .faults
+                .iter()
+                .filter(|f| match f.fault {
+                    Fault::StepReplicaClock { replica, by_ms } => {
+                        assert!(replica < replicas && by_ms.abs() <= CLOCK_STEP_MS_MAX);
+                        true
+                    }
+                    Fault::StepBrokerClock { .. } => true,
+                    _ => false,
+                })
+                .count();
+            assert!(steps >= 1, "seed {seed}: {plan:?}");
+            assert!(plan.faults.windows(2).all(|p| p[0].at_ms <= p[1].at_ms));
+            assert_eq!(plan.workload.deferral, Deferral::Delays);
+            if steps >= 10 {
+                drifting += 1;
+            }
+        }
+        assert!(drifting > 20 && drifting < 80, "{drifting}");
     }
 }

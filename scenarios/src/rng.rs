@@ -24,6 +24,8 @@ pub enum Salt {
     /// BUGGIFY: whether a swarm run enables the fault points, and the
     /// decisions of the points themselves.
     Buggify = 0x6275_6767_6966_7921,
+    /// Clock steps and drift added on top of another plan's faults.
+    ClockSteps = 0x636c_6b73_7465_7073,
 }
 
 /// The RNG of sub-stream `salt` of run `seed`.

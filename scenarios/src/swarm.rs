@@ -66,12 +66,21 @@ pub enum Family {
     ConsumeQueueLost,
     /// [`Plan::offsets_lost_in_crash`]: committed offsets not yet persisted.
     OffsetsLostInCrash,
+    /// [`Plan::namesrv_partition`]: two name servers, brokers and clients
+    /// cut off from them, stale routes across a failover.
+    NamesrvPartition,
+    /// [`Plan::consumer_crash`]: a group member's host crashes around a
+    /// rebalance.
+    ConsumerCrash,
+    /// [`Plan::replica_clock_skew`]: replicas' clocks stepped and drifting
+    /// across a failover with delayed messages.
+    ReplicaClockSkew,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 19] = [
+pub const FAMILIES: [(Family, u32); 22] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -91,10 +100,13 @@ pub const FAMILIES: [(Family, u32); 19] = [
     (Family::ReadEio, 1),
     (Family::ConsumeQueueLost, 1),
     (Family::OffsetsLostInCrash, 1),
+    (Family::NamesrvPartition, 1),
+    (Family::ConsumerCrash, 1),
+    (Family::ReplicaClockSkew, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 32;
+pub const WEIGHT_TOTAL: u32 = 35;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -119,6 +131,9 @@ impl Family {
             Self::ReadEio => "commit_log_read_eio",
             Self::ConsumeQueueLost => "consume_queue_lost_rebuilt",
             Self::OffsetsLostInCrash => "offsets_lost_in_broker_crash",
+            Self::NamesrvPartition => "namesrv_partition_stale_routes",
+            Self::ConsumerCrash => "consumer_crash_during_rebalance",
+            Self::ReplicaClockSkew => "replica_clock_skew",
         }
     }
 
@@ -146,6 +161,9 @@ impl Family {
             Self::ReadEio => Plan::read_eio(seed),
             Self::ConsumeQueueLost => Plan::consume_queue_lost(seed),
             Self::OffsetsLostInCrash => Plan::offsets_lost_in_crash(seed),
+            Self::NamesrvPartition => Plan::namesrv_partition(seed),
+            Self::ConsumerCrash => Plan::consumer_crash(seed),
+            Self::ReplicaClockSkew => Plan::replica_clock_skew(seed),
         }
     }
 
@@ -158,7 +176,8 @@ impl Family {
             Self::ReplicaPartitionSync
             | Self::ReplicaPartitionAsync
             | Self::Failover
-            | Self::IsolatedMaster => Flush::Async,
+            | Self::IsolatedMaster
+            | Self::ReplicaClockSkew => Flush::Async,
             Self::BrokerCrash
             | Self::BrokerCrashGarbageSectors
             | Self::FsyncEio
@@ -173,7 +192,9 @@ impl Family {
             | Self::DiskFull
             | Self::ReadEio
             | Self::ConsumeQueueLost
-            | Self::OffsetsLostInCrash => Flush::Sync,
+            | Self::OffsetsLostInCrash
+            | Self::NamesrvPartition
+            | Self::ConsumerCrash => Flush::Sync,
         }
     }
 

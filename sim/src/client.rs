@@ -33,7 +33,19 @@ const BROKER_LOOKUP_BACKOFF: Duration = Duration::from_millis(10);
 /// queue allocation and `UNIQ_KEY`s are the same in every run — the
 /// defaults would take them from the test process.
 pub fn client(host: &str, pid: u32, tune: impl FnOnce(&mut ClientConfig)) -> SimClient {
+    client_of(host, pid, &[NAMESRV_ADDR.to_owned()], tune)
+}
+
+/// Like [`client`], asking the name servers at `namesrvs` (in turn,
+/// moving on when one cannot be reached).
+pub fn client_of(
+    host: &str,
+    pid: u32,
+    namesrvs: &[String],
+    tune: impl FnOnce(&mut ClientConfig),
+) -> SimClient {
     let mut config = ClientConfig::new(NAMESRV_ADDR).with_instance_name(host);
+    config.namesrv_addrs = namesrvs.to_vec();
     config.pid = pid;
     config.request_timeout = Duration::from_millis(REQUEST_TIMEOUT_MS);
     // Routes follow a failover within a second (the client also refreshes

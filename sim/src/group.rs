@@ -67,7 +67,7 @@ pub struct GroupProgress {
 
 impl GroupProgress {
     /// Whether the safety phase is over: producers done, faults applied.
-    fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         self.faults_applied.get() && self.producers_finished.get() >= self.producers
     }
 

@@ -61,6 +61,47 @@ pub fn broker_config(flush_mode: FlushMode) -> BrokerConfig {
     }
 }
 
+/// The name servers' port.
+const NAMESRV_PORT: u16 = 9876;
+
+/// Host name of name server `i` (the first is [`NAMESRV`]).
+pub fn namesrv_host(i: u32) -> String {
+    if i == 0 {
+        NAMESRV.to_owned()
+    } else {
+        format!("{NAMESRV}{}", i + 1)
+    }
+}
+
+/// Where brokers and clients reach the first `count` name servers (one:
+/// just [`NAMESRV_ADDR`]).
+pub fn namesrv_addrs(count: u32) -> Vec<String> {
+    (0..count.max(1))
+        .map(|i| format!("{}:{NAMESRV_PORT}", namesrv_host(i)))
+        .collect()
+}
+
+/// The address broker host `host` registers (and clients dial).
+pub fn broker_addr(host: &str) -> String {
+    format!("{}:{BROKER_PORT}", turmoil::lookup(host))
+}
+
+/// Starts name server `i` on its host with `config`'s expiry settings.
+pub fn add_namesrv_host(sim: &mut turmoil::Sim<'_>, i: u32, config: &NameServerConfig) {
+    let config = NameServerConfig {
+        listen_addr: format!("0.0.0.0:{NAMESRV_PORT}"),
+        ..config.clone()
+    };
+    sim.host(namesrv_host(i), move || {
+        let config = config.clone();
+        async move {
+            let _server = NameServer::start(config, SimClock::new(0), &TurmoilTransport).await?;
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+}
+
 /// Starts the name server host.
 pub fn add_namesrv(sim: &mut turmoil::Sim<'_>) {
     sim.host(NAMESRV, || async {
@@ -134,7 +175,7 @@ pub fn add_broker_host_after(
         };
         // turmoil reports a listener bound to 0.0.0.0 as 0.0.0.0, so the
         // broker is told the address to register (and clients to dial).
-        config.advertised_addr = Some(format!("{}:{BROKER_PORT}", turmoil::lookup(name.as_str())));
+        config.advertised_addr = Some(broker_addr(name.as_str()));
         async move {
             tokio::time::sleep(wait).await;
             let broker = Broker::open(disk, SimClock::with_skew(skew), config).await?;

@@ -121,6 +121,29 @@ pub enum Event {
         /// What it did.
         description: String,
     },
+    /// Name server `namesrv` now routes the topic's broker group to
+    /// `master` (`None`: no route, or no master in it).
+    RouteSeen {
+        /// The name server.
+        namesrv: u32,
+        /// The master's address it routes.
+        master: Option<String>,
+    },
+    /// Every name server routed the live master, `after_ms` after the run
+    /// settled (producers done, every fault applied and healed).
+    RoutesConverged {
+        /// How long convergence took.
+        after_ms: u64,
+    },
+    /// The bound passed and some name server still did not route the live
+    /// master.
+    RoutesNotConverged {
+        /// What each name server routed last (`None`: nothing, or it could
+        /// not be asked).
+        routes: Vec<Option<String>>,
+        /// The live master, if known.
+        master: Option<String>,
+    },
 }
 
 /// An event at a simulated time.

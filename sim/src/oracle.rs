@@ -171,6 +171,33 @@ pub enum Violation {
         /// The members that own it.
         owners: Vec<u32>,
     },
+    /// After the heal some name server did not route the live master
+    /// within the bound.
+    RoutesNotConverged {
+        /// What each name server routed last.
+        routes: Vec<Option<String>>,
+        /// The live master, if known.
+        master: Option<String>,
+    },
+    /// A name server dropped the route of a lone broker that could reach
+    /// it (no cut between them explains the expiry).
+    RouteDropped {
+        /// The name server.
+        namesrv: u32,
+        /// When the watcher saw the route gone.
+        at_ms: u64,
+    },
+    /// The consumer group consumed a message again with neither a crash of
+    /// the member that consumed it first nor a rebalance that took its
+    /// queue away in between.
+    UnexplainedDuplicate {
+        /// The message.
+        id: MessageId,
+        /// The first consumption: member and simulated ms.
+        first: (u32, u64),
+        /// The repeat: member and simulated ms.
+        again: (u32, u64),
+    },
 }
 
 impl fmt::Display for Violation {

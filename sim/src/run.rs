@@ -15,11 +15,10 @@ use sluice_core::disk::{Disk as _, SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
 use crate::clock::Skew;
-use crate::group::{member, member_host, monitor, GroupProgress, MONITOR};
+use crate::group::{member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
-    add_broker, add_broker_host_after, add_controller, add_namesrv, broker_config, builder,
-    controller_host, crash_broker, replica_host, replication_config, slow_syncs, slower_syncs,
-    BROKER, HA_PORT,
+    add_broker, add_broker_host_after, add_controller, broker_config, builder, controller_host,
+    crash_broker, replica_host, replication_config, slow_syncs, slower_syncs, BROKER, HA_PORT,
 };
 use crate::history::{trace_hash, Entry, Event, History};
 use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
@@ -132,18 +131,20 @@ pub fn run_plan(
     );
     slow_syncs(&disk);
     let mut sim = builder(plan.seed).build();
-    add_namesrv(&mut sim);
     let mut config = plan_broker_config(plan, flush_mode);
-    let group = plan.workload.group_members > 0;
-    let offset_persist_ms = offset_persist_ms(plan);
+    crate::routes::add_namesrvs(&mut sim, plan, &mut config);
     let controllers = add_controllers(&mut sim, plan);
-    let replicas = add_replicas(&mut sim, plan, &mut config);
+    let replica_skews: Vec<Skew> = (0..plan.replication.map_or(0, |r| r.replicas))
+        .map(|_| Skew::new(plan.broker_skew_ms))
+        .collect();
+    let replicas = add_replicas(&mut sim, plan, &mut config, &replica_skews);
     let broker_skew = Skew::new(plan.broker_skew_ms);
     add_broker(&mut sim, &disk, &config, &broker_skew);
     let progress = start_clients(&mut sim, plan, &history);
     let disks = Disks {
         broker: &disk,
         broker_skew: &broker_skew,
+        replica_skews: &replica_skews,
         replicas: &replicas,
         controllers: &controllers,
     };
@@ -154,18 +155,7 @@ pub fn run_plan(
     let end_ms = now_ms(&sim);
     drop(sim);
     let entries = history.entries();
-    let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
-    let mut verdict = check(&events, oracle);
-    verdict
-        .violations
-        .extend(early_deliveries(&entries, forward_steps_ms(plan)));
-    if group {
-        let bounds = group_bounds(plan, offset_persist_ms + OFFSET_PERSIST_SLACK_MS);
-        verdict.violations.extend(check_group(&entries, &bounds));
-    }
-    verdict.violations.extend(replica_violations(
-        plan, &disk, &replicas, &config, &entries,
-    )?);
+    let verdict = judge(plan, oracle, &entries, &disk, &replicas, &config)?;
     let report = RunReport {
         plan: plan.clone(),
         trace_hash: trace_hash(&entries, end_ms),
@@ -211,6 +201,7 @@ fn liveness_phase(
             plan.workload.queues,
             plan.workload.drain_wait_ms,
             plan.workload.deferral == Deferral::Transactions,
+            plan.workload.namesrvs,
             history.clone(),
         ),
     );
@@ -250,6 +241,37 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
         config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
     }
     config
+}
+
+/// The oracle's verdict on a run's history: the history checks, the
+/// timing, group, replica and route checks the plan calls for.
+fn judge(
+    plan: &Plan,
+    oracle: OracleConfig,
+    entries: &[Entry],
+    disk: &SimDisk,
+    replicas: &[SimDisk],
+    config: &sluice_node::broker::BrokerConfig,
+) -> Result<Verdict, String> {
+    let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
+    let mut verdict = check(&events, oracle);
+    verdict
+        .violations
+        .extend(early_deliveries(entries, forward_steps_ms(plan)));
+    if plan.workload.group_members > 0 {
+        let bounds = group_bounds(plan, offset_persist_ms(plan) + OFFSET_PERSIST_SLACK_MS);
+        verdict.violations.extend(check_group(entries, &bounds));
+        verdict
+            .violations
+            .extend(crate::member_crash::unexplained_duplicates(plan, entries));
+    }
+    verdict
+        .violations
+        .extend(replica_violations(plan, disk, replicas, config, entries)?);
+    verdict
+        .violations
+        .extend(crate::routes::route_violations(plan, entries));
+    Ok(verdict)
 }
 
 /// Starts the plan's clients: the producers, and the long-polling
@@ -292,28 +314,22 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
     });
     if plan.workload.group_members > 0 {
         for m in 0..plan.workload.group_members {
-            sim.client(
-                member_host(m),
-                member(
-                    m,
-                    Rc::clone(&progress),
-                    history.clone(),
-                    plan.workload.lossy_group_handler,
-                ),
-            );
+            crate::member_crash::start_member(sim, plan, m, &progress, history, false);
         }
         sim.client(MONITOR, monitor(Rc::clone(&progress), history.clone()));
     }
+    crate::routes::start_watcher(sim, plan, &progress, history);
     progress
 }
 
 /// Steps until every client finished and every planned fault was applied.
 /// A consumer group runs on until its monitor sees it caught up, which it
 /// only looks for once `progress` says the faults are all applied.
-/// The disks of a run's hosts, which outlive them.
+/// The disks and wall-clock skews of a run's hosts, which outlive them.
 struct Disks<'a> {
     broker: &'a SimDisk,
     broker_skew: &'a Skew,
+    replica_skews: &'a [Skew],
     replicas: &'a [SimDisk],
     controllers: &'a [SimDisk],
 }
@@ -323,7 +339,7 @@ fn safety_phase(
     plan: &Plan,
     disks: &Disks<'_>,
     history: &History,
-    progress: &GroupProgress,
+    progress: &Rc<GroupProgress>,
 ) -> Result<(), String> {
     let mut faults = plan.faults.iter().peekable();
     loop {
@@ -382,21 +398,34 @@ fn safety_phase(
                 Fault::IsolateBroker => each_peer(disks, |peer| sim.partition(BROKER, peer)),
                 Fault::RejoinBroker => each_peer(disks, |peer| sim.repair(BROKER, peer)),
                 Fault::StepBrokerClock { by_ms } => disks.broker_skew.step(by_ms),
-                Fault::SlowBrokerDisk { sync_ms } => slower_syncs(disks.broker, sync_ms),
-                Fault::HealBrokerDisk => slow_syncs(disks.broker),
+                fault @ (Fault::SlowBrokerDisk { .. }
+                | Fault::HealBrokerDisk
+                | Fault::FillBrokerDisk
+                | Fault::FreeBrokerDisk
+                | Fault::FailBrokerReads { .. }
+                | Fault::LoseConsumeQueues { .. }) => apply_disk_fault(sim, disks.broker, fault),
                 Fault::CutResponsesToProducers => {
                     each_producer(plan, |p| sim.partition_oneway(BROKER, p));
                 }
                 Fault::RestoreResponsesToProducers => {
                     each_producer(plan, |p| sim.repair_oneway(BROKER, p));
                 }
-                Fault::FillBrokerDisk => disks.broker.set_full(true),
-                Fault::FreeBrokerDisk => disks.broker.set_full(false),
-                Fault::FailBrokerReads { count } => {
-                    disks.broker.fail_reads_under(COMMIT_LOG_DIR, count);
+                fault @ (Fault::PartitionBrokerFromNamesrv { .. }
+                | Fault::RepairBrokerFromNamesrv { .. }
+                | Fault::PartitionClientsFromNamesrv { .. }
+                | Fault::RepairClientsFromNamesrv { .. }) => {
+                    crate::routes::apply_fault(sim, plan, fault);
                 }
-                Fault::LoseConsumeQueues { first_only } => {
-                    lose_consume_queues(sim, disks.broker, first_only);
+                Fault::StepReplicaClock { replica, by_ms } => {
+                    if let Some(skew) = usize::try_from(replica)
+                        .ok()
+                        .and_then(|i| disks.replica_skews.get(i))
+                    {
+                        skew.step(by_ms);
+                    }
+                }
+                fault @ (Fault::JoinMember { .. } | Fault::CrashMember { .. }) => {
+                    crate::member_crash::apply_fault(sim, plan, fault, now, progress, history);
                 }
             }
             history.record_at(now, fault_event(&format!("{:?}", f.fault)));
@@ -408,6 +437,20 @@ fn safety_phase(
         if clients_done && faults.peek().is_none() {
             return Ok(());
         }
+    }
+}
+
+/// Applies a fault of the broker's disk: slow syncs, a full device, failing
+/// reads, lost ConsumeQueue files.
+fn apply_disk_fault(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, fault: Fault) {
+    match fault {
+        Fault::SlowBrokerDisk { sync_ms } => slower_syncs(disk, sync_ms),
+        Fault::HealBrokerDisk => slow_syncs(disk),
+        Fault::FillBrokerDisk => disk.set_full(true),
+        Fault::FreeBrokerDisk => disk.set_full(false),
+        Fault::FailBrokerReads { count } => disk.fail_reads_under(COMMIT_LOG_DIR, count),
+        Fault::LoseConsumeQueues { first_only } => lose_consume_queues(sim, disk, first_only),
+        _ => {}
     }
 }
 
@@ -490,6 +533,7 @@ fn add_replicas(
     sim: &mut turmoil::Sim<'_>,
     plan: &Plan,
     config: &mut sluice_node::broker::BrokerConfig,
+    skews: &[Skew],
 ) -> Vec<SimDisk> {
     let Some(set) = plan.replication else {
         return Vec::new();
@@ -531,7 +575,7 @@ fn add_replicas(
                 &replica_host(i),
                 &disk,
                 &rc,
-                &Skew::new(plan.broker_skew_ms),
+                &skews[usize::try_from(i).unwrap_or(usize::MAX)],
                 delay,
             );
             disk
@@ -628,7 +672,7 @@ fn log_image(
 }
 
 /// Host name of producer `p`.
-fn producer_host(p: u32) -> String {
+pub(crate) fn producer_host(p: u32) -> String {
     format!("producer{p}")
 }
 
@@ -678,10 +722,25 @@ fn group_bounds(plan: &Plan, persisted_after_ms: u64) -> GroupBounds {
 /// How far the broker's clock was stepped forward in all: a delayed
 /// message may be delivered that much early (by the broker's clock it was
 /// not). Only the sum bounds it: steps may add up while one waits.
+///
+/// With replicas' clocks stepped too, the broker that delivers a message
+/// may not be the one that stored it (a failover), so what bounds the
+/// earliness is how far one broker's clock can run ahead of another's:
+/// every step counts, forward (the deliverer ahead) or back (the storer
+/// behind).
 fn forward_steps_ms(plan: &Plan) -> u64 {
+    let replica_steps = plan
+        .faults
+        .iter()
+        .any(|f| matches!(f.fault, Fault::StepReplicaClock { .. }));
     plan.faults
         .iter()
         .filter_map(|f| match f.fault {
+            Fault::StepBrokerClock { by_ms } | Fault::StepReplicaClock { by_ms, .. }
+                if replica_steps =>
+            {
+                Some(by_ms.unsigned_abs())
+            }
             Fault::StepBrokerClock { by_ms } => u64::try_from(by_ms).ok(),
             _ => None,
         })

@@ -67,11 +67,19 @@ pub enum FaultClass {
     ReadEio,
     /// The broker's ConsumeQueue and index files were deleted while down.
     ConsumeQueueLost,
+    /// A broker was cut off from a name server.
+    NamesrvBrokerPartition,
+    /// The producers were cut off from a name server.
+    NamesrvClientPartition,
+    /// A consumer-group member's host crashed.
+    MemberCrash,
+    /// A replica's wall clock was stepped forward or back.
+    ReplicaClockStep,
 }
 
 impl FaultClass {
     /// Every class, in report order.
-    pub const ALL: [Self; 21] = [
+    pub const ALL: [Self; 25] = [
         Self::BrokerPowerLoss,
         Self::BrokerProcessCrash,
         Self::TornPages,
@@ -93,6 +101,10 @@ impl FaultClass {
         Self::DiskFull,
         Self::ReadEio,
         Self::ConsumeQueueLost,
+        Self::NamesrvBrokerPartition,
+        Self::NamesrvClientPartition,
+        Self::MemberCrash,
+        Self::ReplicaClockStep,
     ];
 
     /// The class's name in reports.
@@ -119,6 +131,10 @@ impl FaultClass {
             Self::DiskFull => "disk_full",
             Self::ReadEio => "read_eio",
             Self::ConsumeQueueLost => "consume_queue_lost",
+            Self::NamesrvBrokerPartition => "namesrv_broker_partition",
+            Self::NamesrvClientPartition => "namesrv_client_partition",
+            Self::MemberCrash => "member_crash",
+            Self::ReplicaClockStep => "replica_clock_step",
         }
     }
 
@@ -143,6 +159,10 @@ impl FaultClass {
             Fault::StepBrokerClock { .. } => Some(Self::ClockStep),
             Fault::SlowBrokerDisk { .. } => Some(Self::SlowDisk),
             Fault::CutResponsesToProducers => Some(Self::ProducerOneWayPartition),
+            Fault::PartitionBrokerFromNamesrv { .. } => Some(Self::NamesrvBrokerPartition),
+            Fault::PartitionClientsFromNamesrv { .. } => Some(Self::NamesrvClientPartition),
+            Fault::CrashMember { .. } => Some(Self::MemberCrash),
+            Fault::StepReplicaClock { .. } => Some(Self::ReplicaClockStep),
             Fault::RestartBroker
             | Fault::FailNextSync
             | Fault::ReleaseProducers
@@ -159,7 +179,10 @@ impl FaultClass {
             | Fault::FillBrokerDisk
             | Fault::FreeBrokerDisk
             | Fault::FailBrokerReads { .. }
-            | Fault::LoseConsumeQueues { .. } => None,
+            | Fault::LoseConsumeQueues { .. }
+            | Fault::RepairBrokerFromNamesrv { .. }
+            | Fault::RepairClientsFromNamesrv { .. }
+            | Fault::JoinMember { .. } => None,
         }
     }
 }
@@ -536,9 +559,22 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
         | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
-        | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b }) => {
-            a == b
-        }
+        | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b })
+        | (Fault::JoinMember { member: a }, Fault::CrashMember { member: b })
+        | (
+            Fault::PartitionClientsFromNamesrv { namesrv: a },
+            Fault::RepairClientsFromNamesrv { namesrv: b },
+        ) => a == b,
+        (
+            Fault::PartitionBrokerFromNamesrv {
+                broker: a,
+                namesrv: x,
+            },
+            Fault::RepairBrokerFromNamesrv {
+                broker: b,
+                namesrv: y,
+            },
+        ) => a == b && x == y,
         _ => false,
     }
 }
@@ -694,8 +730,14 @@ mod tests {
                 for unit in units {
                     let first = plan.faults[unit[0]].fault;
                     // Every fault that starts a class ends with its heal
-                    // (a clock step has none: it stands alone).
-                    let heals = !matches!(first, Fault::StepBrokerClock { .. });
+                    // (a clock step or a member's crash has none: it
+                    // stands alone).
+                    let heals = !matches!(
+                        first,
+                        Fault::StepBrokerClock { .. }
+                            | Fault::StepReplicaClock { .. }
+                            | Fault::CrashMember { .. }
+                    );
                     if FaultClass::of(first).is_some() && heals {
                         assert_eq!(unit.len(), 2, "{family:?} seed {seed}: {plan:?}");
                     }

@@ -14,7 +14,7 @@ use sluice_client::{Message, Producer, ProducerConfig, PullConsumer, Subscriptio
 use sluice_core::message::keys;
 
 use crate::client::{
-    await_broker, client, pull_outcome, queue, send_outcome, PullOutcome, SendOutcome,
+    await_broker, client, client_of, pull_outcome, queue, send_outcome, PullOutcome, SendOutcome,
     REQUEST_TIMEOUT_MS,
 };
 use crate::history::{Event, History};
@@ -54,7 +54,8 @@ pub async fn produce(
     finished: Rc<Cell<u32>>,
 ) -> turmoil::Result {
     let host = format!("producer{producer}");
-    let client = client(&host, 100 + producer, |_| {});
+    let namesrvs = crate::harness::namesrv_addrs(workload.namesrvs);
+    let client = client_of(&host, 100 + producer, &namesrvs, |_| {});
     let queues = workload.queues.max(1);
     // The workload retries by itself, so each send is one attempt and its
     // error says exactly whether anything may have been stored.
@@ -187,15 +188,18 @@ pub async fn long_poll(
 
 /// Waits `wait_ms` (so every delayed message is due), then reads every
 /// queue from offset 0 until the broker reports its end, retrying while
-/// the broker is unreachable or recovering.
+/// the broker is unreachable or recovering. It asks the first `namesrvs`
+/// name servers for routes.
 pub async fn drain(
     seed: u64,
     queues: i32,
     wait_ms: u64,
     transactions: bool,
+    namesrvs: u32,
     history: History,
 ) -> turmoil::Result {
-    let client = client("drain", 300, |c| {
+    let namesrvs = crate::harness::namesrv_addrs(namesrvs);
+    let client = client_of("drain", 300, &namesrvs, |c| {
         c.heartbeat_interval = crate::transactions::HEARTBEAT_INTERVAL;
     });
     // With transactions the drain host is a member of the producers'

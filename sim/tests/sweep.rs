@@ -17,9 +17,10 @@ fn swarm_seeds_pass_and_report_what_fired() {
         assert_eq!(outcome.seed, seed);
         assert_eq!(outcome.family, SwarmRun::from_seed(seed).family);
         assert_eq!(outcome.failure, None, "seed {seed}");
-        // A run whose plan injects faults has at least one fire (a
-        // transactions plan may inject none: its producer dying after a
-        // half is not a fault class).
+        // A run with planned faults fires at least one class (a
+        // transactions run may plan none: its producer dying after a half
+        // is no fault class; seed 3 draws such a run since the swarm has
+        // seventeen families).
         let planned = !SwarmRun::from_seed(seed).plan.faults.is_empty();
         assert!(
             !planned || !outcome.fired.is_empty(),

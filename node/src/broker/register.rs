@@ -1,6 +1,7 @@
 //! Registration with the name servers: every `register_interval_ms` and
 //! promptly after a topic change, the broker sends `REGISTER_BROKER` with
-//! its topic table to every name server; at shutdown it unregisters.
+//! its topic table to every name server, each on its own schedule; at
+//! shutdown it unregisters.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,35 +12,78 @@ use sluice_net::body::{self, RegisterBrokerBody};
 use sluice_net::header::{BrokerIdentityRequestHeader, RegisterBrokerRequestHeader};
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RpcClient, RpcConfig, Transport};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use super::Broker;
 
 /// RocketMQ's registration timeout.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
 
-/// Registers now and then periodically, until aborted.
+/// Registers with every name server now and then periodically, until
+/// aborted. Each name server has its own loop (and connection), so one that
+/// hangs — partitioned on an established connection, each registration
+/// waiting out [`REGISTER_TIMEOUT`] — delays only its own registrations:
+/// the others keep hearing from the broker and do not expire it.
 pub(super) async fn run<D: Disk, C: Clock, T: Transport>(broker: Arc<Broker<D, C>>, transport: T) {
-    let client = RpcClient::new(transport, RpcConfig::default());
     let period = Duration::from_millis(broker.config.register_interval_ms.clamp(1_000, 60_000));
-    let mut first = true;
+    let (changed, _) = watch::channel(());
+    // Dropped when this task is aborted, aborting every loop.
+    let mut loops = JoinSet::new();
+    for ns in broker.config.namesrv_addrs.clone() {
+        let registering = register_loop(
+            Arc::clone(&broker),
+            transport.clone(),
+            ns,
+            period,
+            changed.subscribe(),
+        );
+        loops.spawn(registering);
+    }
     loop {
-        // A legal rare path: a periodic round of registration is skipped
-        // (as if every name server missed it); the next round repairs it
-        // long before the name servers expire the broker.
-        if first || !sluice_core::buggify!() {
-            register_all(&broker, &client).await;
-        }
-        first = false;
-        tokio::select! {
-            () = tokio::time::sleep(period) => {}
-            () = broker.topics_changed.notified() => {}
-        }
+        broker.topics_changed.notified().await;
+        changed.send_replace(());
     }
 }
 
-async fn register_all<D: Disk, C: Clock, T: Transport>(
+/// Registers with name server `ns` now, then every `period` and promptly
+/// after a topic change.
+async fn register_loop<D: Disk, C: Clock, T: Transport>(
+    broker: Arc<Broker<D, C>>,
+    transport: T,
+    ns: String,
+    period: Duration,
+    mut topics_changed: watch::Receiver<()>,
+) {
+    let client = RpcClient::new(transport, RpcConfig::default());
+    let mut periodic = false;
+    let mut skipped = false;
+    loop {
+        // A legal rare path: a periodic round is skipped, as if the name
+        // server missed it. Never the first round, one a change asked for
+        // (a new topic, a new role), or two in a row, so the next round
+        // repairs it long before the name server expires the broker.
+        skipped = periodic && !skipped && sluice_core::buggify!();
+        if !skipped {
+            register_with(&broker, &client, &ns).await;
+        }
+        periodic = tokio::select! {
+            () = tokio::time::sleep(period) => true,
+            changed = topics_changed.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                false
+            }
+        };
+    }
+}
+
+/// Sends one `REGISTER_BROKER` with the current topic table to `ns`.
+async fn register_with<D: Disk, C: Clock, T: Transport>(
     broker: &Broker<D, C>,
     client: &RpcClient<T>,
+    ns: &str,
 ) {
     let body = RegisterBrokerBody {
         topic_config_serialize_wrapper: broker.topics.snapshot(),
@@ -51,10 +95,9 @@ async fn register_all<D: Disk, C: Clock, T: Transport>(
     };
     // Java's name server compares against CRC32 with the top bit cleared.
     let crc = i32::try_from(crc32fast::hash(&json) & 0x7FFF_FFFF).expect("invariant: 31-bit value");
-    let addr = broker.store_host().to_string();
     let header = RegisterBrokerRequestHeader {
         broker_name: broker.config.broker_name.clone(),
-        broker_addr: addr.clone(),
+        broker_addr: broker.store_host().to_string(),
         cluster_name: broker.config.cluster_name.clone(),
         ha_server_addr: broker
             .replication()
@@ -65,18 +108,16 @@ async fn register_all<D: Disk, C: Clock, T: Transport>(
         body_crc32: Some(crc),
         master_epoch: broker.registered_master_epoch(),
     };
-    for ns in &broker.config.namesrv_addrs {
-        let cmd = RemotingCommand::request_with_header(request_code::REGISTER_BROKER, &header)
-            .with_body(json.clone());
-        match client.invoke(ns, cmd, REGISTER_TIMEOUT).await {
-            Ok(r) if r.code == response_code::SUCCESS => {
-                tracing::debug!(namesrv = %ns, "registered");
-            }
-            Ok(r) => {
-                tracing::warn!(namesrv = %ns, code = r.code, remark = ?r.remark, "registration refused");
-            }
-            Err(e) => tracing::warn!(namesrv = %ns, error = %e, "registration failed"),
+    let cmd = RemotingCommand::request_with_header(request_code::REGISTER_BROKER, &header)
+        .with_body(json);
+    match client.invoke(ns, cmd, REGISTER_TIMEOUT).await {
+        Ok(r) if r.code == response_code::SUCCESS => {
+            tracing::debug!(namesrv = %ns, "registered");
         }
+        Ok(r) => {
+            tracing::warn!(namesrv = %ns, code = r.code, remark = ?r.remark, "registration refused");
+        }
+        Err(e) => tracing::warn!(namesrv = %ns, error = %e, "registration failed"),
     }
 }
 
