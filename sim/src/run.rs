@@ -172,6 +172,24 @@ pub fn run_plan(
     Ok(report)
 }
 
+/// Runs `plan` in `flush_mode` with the oracle demanding that every
+/// acknowledged message survive, as the scenario tests do. `Err` is
+/// readable: the simulation's error with the plan, or the oracle's failure.
+pub fn run_judged(plan: &Plan, flush_mode: FlushMode) -> Result<RunReport, String> {
+    let report = run_plan(
+        plan,
+        flush_mode,
+        OracleConfig {
+            acked_must_survive: true,
+        },
+    )
+    .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+    match report.failure() {
+        Some(failure) => Err(failure),
+        None => Ok(report),
+    }
+}
+
 /// Heals the cluster (restarts whatever is down) and drains every queue;
 /// with replicas, a quiet spell lets them fetch what the drain left.
 fn liveness_phase(

@@ -6,7 +6,7 @@
 
 use scenarios::Plan;
 use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::{run_judged, run_plan};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -22,18 +22,11 @@ fn acknowledged_messages_survive_power_loss_with_torn_tail() {
         SEEDS.clone(),
         |seed| {
             let plan = Plan::broker_crash(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let report = run_judged(&plan, FlushMode::Sync)?;
             pages[0] += report.disk.pages_torn;
             pages[1] += report.disk.pages_lost;
             acked += report.verdict.summary.acked;
-            report.failure().map_or(Ok(()), Err)
+            Ok(())
         },
     );
     // The scenario must exercise what it claims to (checked over the list).

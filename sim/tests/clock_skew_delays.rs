@@ -9,7 +9,7 @@
 
 use scenarios::{Fault, Plan};
 use sim::oracle::{OracleConfig, Violation};
-use sim::run::run_plan;
+use sim::run::{run_judged, run_plan};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -23,17 +23,7 @@ fn delayed_messages_are_never_lost_nor_early_across_clock_steps() {
         SEEDS.clone(),
         |seed| {
             let plan = Plan::clock_skew(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            if let Some(failure) = report.failure() {
-                return Err(failure);
-            }
+            let report = run_judged(&plan, FlushMode::Sync)?;
             // The scenario exercised what it names.
             let deferred = report
                 .entries

@@ -8,8 +8,8 @@
 
 use scenarios::Plan;
 use sim::history::Event;
-use sim::oracle::{skipped_deliveries, OracleConfig};
-use sim::run::run_plan;
+use sim::oracle::skipped_deliveries;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -24,17 +24,7 @@ fn commit_log_read_errors_are_retried_and_nothing_is_skipped() {
         SEEDS,
         |seed| {
             let plan = Plan::read_eio(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            if let Some(failure) = report.failure() {
-                return Err(failure);
-            }
+            let report = run_judged(&plan, FlushMode::Sync)?;
             let skipped = skipped_deliveries(&report.entries);
             if !skipped.is_empty() {
                 return Err(report.describe(&format!("consumers skipped {skipped:?}")));

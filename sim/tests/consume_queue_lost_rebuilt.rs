@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use scenarios::{Fault, Plan};
 use sim::history::{Entry, Event};
 use sim::oracle::{skipped_deliveries, OracleConfig, Violation};
-use sim::run::run_plan;
+use sim::run::{run_judged, run_plan};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -50,17 +50,7 @@ fn consume_queues_deleted_while_down_are_rebuilt_identical() {
         SEEDS,
         |seed| {
             let plan = Plan::consume_queue_lost(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            if let Some(failure) = report.failure() {
-                return Err(failure);
-            }
+            let report = run_judged(&plan, FlushMode::Sync)?;
             let skipped = skipped_deliveries(&report.entries);
             if !skipped.is_empty() {
                 return Err(report.describe(&format!("consumers skipped {skipped:?}")));

@@ -10,8 +10,8 @@
 use scenarios::{Fault, Plan};
 use sim::client::REQUEST_TIMEOUT_MS;
 use sim::history::{Entry, Event};
-use sim::oracle::{skipped_deliveries, OracleConfig};
-use sim::run::run_plan;
+use sim::oracle::skipped_deliveries;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -48,17 +48,7 @@ fn full_disk_refuses_sends_cleanly_and_service_returns_when_freed() {
         SEEDS,
         |seed| {
             let plan = Plan::disk_full(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            if let Some(failure) = report.failure() {
-                return Err(failure);
-            }
+            let report = run_judged(&plan, FlushMode::Sync)?;
             let skipped = skipped_deliveries(&report.entries);
             if !skipped.is_empty() {
                 return Err(report.describe(&format!("consumers skipped {skipped:?}")));

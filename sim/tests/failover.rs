@@ -19,8 +19,7 @@
 
 use scenarios::Plan;
 use sim::history::Event;
-use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -51,16 +50,9 @@ fn run_seeds(name: &str, plan: fn(u64) -> Plan) -> usize {
     let mut acked_after = 0;
     for_each_seed("failover", name, SEEDS, |seed| {
         let plan = plan(seed);
-        let report = run_plan(
-            &plan,
-            FlushMode::Async,
-            OracleConfig {
-                acked_must_survive: true,
-            },
-        )
-        .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+        let report = run_judged(&plan, FlushMode::Async)?;
         acked_after += acks_after_first_fault(&report);
-        report.failure().map_or(Ok(()), Err)
+        Ok(())
     });
     acked_after
 }

@@ -9,8 +9,7 @@
 
 use scenarios::{Fault, Plan};
 use sim::history::Event;
-use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -38,14 +37,7 @@ fn group_consumes_every_acknowledged_message_and_catches_up_after_faults() {
         SEEDS.clone(),
         |seed| {
             let plan = Plan::group_consumption(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let report = run_judged(&plan, FlushMode::Sync)?;
             seen.power_losses += report.disk.power_losses;
             seen.partitions += plan
                 .faults
@@ -61,7 +53,7 @@ fn group_consumes_every_acknowledged_message_and_catches_up_after_faults() {
             if rebalanced_around_a_cut(&plan, &report.entries) {
                 seen.rebalanced_around_a_cut += 1;
             }
-            report.failure().map_or(Ok(()), Err)
+            Ok(())
         },
     );
     // The sweep must exercise what it claims to.

@@ -7,8 +7,8 @@
 
 use scenarios::{Fault, Plan};
 use sim::client::REQUEST_TIMEOUT_MS;
-use sim::oracle::{late_deliveries, OracleConfig, WakeupBounds};
-use sim::run::run_plan;
+use sim::oracle::{late_deliveries, WakeupBounds};
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sim::workload::LONG_POLL_HOLD;
 use sluice_core::FlushMode;
@@ -36,14 +36,7 @@ fn long_polling_consumers_get_every_message_promptly_across_a_partition() {
         SEEDS.clone(),
         |seed| {
             let plan = Plan::long_poll_partition(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let report = run_judged(&plan, FlushMode::Sync)?;
             let hold_ms = u64::try_from(LONG_POLL_HOLD.as_millis()).unwrap_or(u64::MAX);
             let late = late_deliveries(
                 &report.entries,
@@ -60,7 +53,7 @@ fn long_polling_consumers_get_every_message_promptly_across_a_partition() {
                     late.len()
                 )));
             }
-            report.failure().map_or(Ok(()), Err)
+            Ok(())
         },
     );
 }

@@ -16,8 +16,8 @@
 
 use scenarios::{Fault, Plan};
 use sim::history::{Entry, Event};
-use sim::oracle::{OracleConfig, Violation};
-use sim::run::run_plan;
+use sim::oracle::Violation;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -48,14 +48,7 @@ fn stale_routes_never_lose_acknowledged_messages_and_routes_converge() {
         SEEDS,
         |seed| {
             let plan = Plan::namesrv_partition(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let report = run_judged(&plan, FlushMode::Sync)?;
             if route_expired_and_returned(&report.entries) {
                 seen.routes_expired += 1;
             }
@@ -72,7 +65,7 @@ fn stale_routes_never_lose_acknowledged_messages_and_routes_converge() {
                     seen.converge_ms_max = seen.converge_ms_max.max(after_ms);
                 }
             }
-            report.failure().map_or(Ok(()), Err)
+            Ok(())
         },
     );
     assert!(seen.routes_expired > 0, "{seen:?}");

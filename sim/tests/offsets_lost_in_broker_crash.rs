@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 
 use scenarios::{Fault, Plan};
 use sim::history::{Entry, Event};
-use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -60,17 +59,7 @@ fn group_resumes_from_persisted_offsets_and_loses_nothing() {
         SEEDS,
         |seed| {
             let plan = Plan::offsets_lost_in_crash(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            if let Some(failure) = report.failure() {
-                return Err(failure);
-            }
+            let report = run_judged(&plan, FlushMode::Sync)?;
             let at = |wanted: fn(&Fault) -> bool| {
                 plan.faults
                     .iter()

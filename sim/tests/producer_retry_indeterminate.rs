@@ -9,8 +9,7 @@
 
 use scenarios::Plan;
 use sim::history::Event;
-use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -28,14 +27,7 @@ fn retried_sends_duplicate_only_after_an_indeterminate_attempt() {
         SEEDS.clone(),
         |seed| {
             let plan = Plan::producer_retry(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let report = run_judged(&plan, FlushMode::Sync)?;
             indeterminate += report
                 .entries
                 .iter()
@@ -50,7 +42,7 @@ fn retried_sends_duplicate_only_after_an_indeterminate_attempt() {
                 stored_unanswered +=
                     report.verdict.summary.recovered + report.verdict.summary.duplicated;
             }
-            report.failure().map_or(Ok(()), Err)
+            Ok(())
         },
     );
     assert!(indeterminate > 0, "no send ever ended indeterminate");

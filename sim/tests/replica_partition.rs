@@ -9,8 +9,7 @@
 
 use scenarios::{Fault, Plan};
 use sim::history::Event;
-use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -37,21 +36,14 @@ fn run_seeds(name: &str, sync: bool, during_cut: fn(&Event) -> bool) -> usize {
     let mut count = 0;
     for_each_seed("replica_partition", name, SEEDS, |seed| {
         let plan = Plan::replica_partition(seed, sync);
-        let report = run_plan(
-            &plan,
-            FlushMode::Async,
-            OracleConfig {
-                acked_must_survive: true,
-            },
-        )
-        .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+        let report = run_judged(&plan, FlushMode::Async)?;
         let (cut, heal) = cut_window(&plan);
         count += report
             .entries
             .iter()
             .filter(|e| e.at_ms >= cut && e.at_ms < heal && during_cut(&e.event))
             .count();
-        report.failure().map_or(Ok(()), Err)
+        Ok(())
     });
     count
 }

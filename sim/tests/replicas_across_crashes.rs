@@ -8,8 +8,7 @@
 //! nothing acknowledged is lost.
 
 use scenarios::Plan;
-use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -24,16 +23,9 @@ fn replicas_agree_with_the_master_after_crashes() {
         SEEDS,
         |seed| {
             let plan = Plan::replicas_across_crashes(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
+            let report = run_judged(&plan, FlushMode::Sync)?;
             torn += report.disk.pages_torn + report.disk.pages_lost;
-            report.failure().map_or(Ok(()), Err)
+            Ok(())
         },
     );
     assert!(torn > 0, "no crash ever lost or tore a page");

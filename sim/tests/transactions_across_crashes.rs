@@ -10,8 +10,7 @@
 
 use scenarios::{Fault, Plan};
 use sim::history::Event;
-use sim::oracle::OracleConfig;
-use sim::run::run_plan;
+use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -26,17 +25,7 @@ fn committed_transactions_arrive_once_and_rolled_back_ones_never() {
         SEEDS.clone(),
         |seed| {
             let plan = Plan::transactions(seed);
-            let report = run_plan(
-                &plan,
-                FlushMode::Sync,
-                OracleConfig {
-                    acked_must_survive: true,
-                },
-            )
-            .map_err(|e| format!("{e}\n  plan: {plan:?}"))?;
-            if let Some(failure) = report.failure() {
-                return Err(failure);
-            }
+            let report = run_judged(&plan, FlushMode::Sync)?;
             let committed = report
                 .entries
                 .iter()
