@@ -190,6 +190,20 @@ pub fn run_judged(plan: &Plan, flush_mode: FlushMode) -> Result<RunReport, Strin
     }
 }
 
+/// The oracle's verdict on `plan` run in `flush_mode`, demanding that
+/// every acknowledged message survive (how mutant tests ask whether the
+/// oracle caught a broken broker). `Err` when the simulation itself fails.
+pub fn run_verdict(plan: &Plan, flush_mode: FlushMode) -> Result<Verdict, String> {
+    run_plan(
+        plan,
+        flush_mode,
+        OracleConfig {
+            acked_must_survive: true,
+        },
+    )
+    .map(|report| report.verdict)
+}
+
 /// Heals the cluster (restarts whatever is down) and drains every queue;
 /// with replicas, a quiet spell lets them fetch what the drain left.
 fn liveness_phase(

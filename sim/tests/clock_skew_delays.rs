@@ -8,8 +8,8 @@
 //! persisted schedule progress (at-least-once; the oracle allows it then).
 
 use scenarios::{Fault, Plan};
-use sim::oracle::{OracleConfig, Violation};
-use sim::run::{run_judged, run_plan};
+use sim::oracle::Violation;
+use sim::run::{run_judged, run_verdict};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -59,16 +59,8 @@ fn the_plans_step_the_clock_both_ways_and_sometimes_crash() {
 #[test]
 fn oracle_catches_early_delayed_delivery() {
     let caught = (1..=6_u64).find(|&seed| {
-        let report = run_plan(
-            &Plan::clock_skew(seed).with_early_delays(),
-            FlushMode::Sync,
-            OracleConfig {
-                acked_must_survive: true,
-            },
-        )
-        .expect("simulation runs");
-        report
-            .verdict
+        run_verdict(&Plan::clock_skew(seed).with_early_delays(), FlushMode::Sync)
+            .expect("simulation runs")
             .violations
             .iter()
             .any(|v| matches!(v, Violation::EarlyDelivery { .. }))

@@ -12,8 +12,8 @@
 
 use scenarios::{Fault, Plan};
 use sim::history::{Entry, Event};
-use sim::oracle::{OracleConfig, Violation};
-use sim::run::{run_judged, run_plan};
+use sim::oracle::Violation;
+use sim::run::{run_judged, run_verdict};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -175,19 +175,14 @@ fn an_unexplained_repeated_consumption_is_a_violation() {
 #[test]
 fn oracle_catches_a_lossy_member_across_the_crash() {
     let caught = (1..=4_u64).any(|seed| {
-        let report = run_plan(
+        run_verdict(
             &Plan::consumer_crash(seed).with_lossy_group_handler(),
             FlushMode::Sync,
-            OracleConfig {
-                acked_must_survive: true,
-            },
         )
-        .expect("simulation runs");
-        report
-            .verdict
-            .violations
-            .iter()
-            .any(|v| matches!(v, Violation::NotConsumed { .. }))
+        .expect("simulation runs")
+        .violations
+        .iter()
+        .any(|v| matches!(v, Violation::NotConsumed { .. }))
     });
     assert!(caught, "a lossy member survived 4 seeds");
 }

@@ -19,7 +19,7 @@
 use scenarios::Plan;
 use sim::oracle::replicas::ReplicaViolation;
 use sim::oracle::{OracleConfig, Violation};
-use sim::run::run_plan;
+use sim::run::{run_plan, run_verdict};
 use sluice_core::FlushMode;
 
 /// Each mutant must be caught within this many seeds.
@@ -81,19 +81,14 @@ fn the_unbroken_broker_is_not_flagged_on_the_same_seeds() {
 #[test]
 fn oracle_catches_a_consumer_group_that_loses_messages() {
     let caught = (0..SEEDS_MAX).find(|&seed| {
-        let report = run_plan(
+        run_verdict(
             &Plan::group_consumption(seed).with_lossy_group_handler(),
             FlushMode::Sync,
-            OracleConfig {
-                acked_must_survive: true,
-            },
         )
-        .expect("simulation runs");
-        report
-            .verdict
-            .violations
-            .iter()
-            .any(|v| matches!(v, Violation::NotConsumed { .. }))
+        .expect("simulation runs")
+        .violations
+        .iter()
+        .any(|v| matches!(v, Violation::NotConsumed { .. }))
     });
     assert!(
         caught.is_some(),

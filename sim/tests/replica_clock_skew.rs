@@ -10,8 +10,7 @@
 
 use scenarios::{Fault, Plan};
 use sim::history::Event;
-use sim::oracle::OracleConfig;
-use sim::run::{run_judged, run_plan};
+use sim::run::{run_judged, run_verdict};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -87,19 +86,14 @@ fn the_plans_step_replicas_both_ways_and_drift() {
 #[test]
 fn oracle_catches_early_delivery_across_replica_clock_steps() {
     let caught = (1..=4_u64).any(|seed| {
-        let report = run_plan(
+        run_verdict(
             &Plan::replica_clock_skew(seed).with_early_delays(),
             FlushMode::Async,
-            OracleConfig {
-                acked_must_survive: true,
-            },
         )
-        .expect("simulation runs");
-        report
-            .verdict
-            .violations
-            .iter()
-            .any(|v| matches!(v, sim::oracle::Violation::EarlyDelivery { .. }))
+        .expect("simulation runs")
+        .violations
+        .iter()
+        .any(|v| matches!(v, sim::oracle::Violation::EarlyDelivery { .. }))
     });
     assert!(caught, "early delivery survived 4 seeds");
 }
