@@ -28,6 +28,9 @@ const BROKER_PORT: u16 = 10911;
 pub const BROKER_NAME: &str = "broker-a";
 /// Sim-time budget of one run; exceeding it fails the run.
 pub const SIM_DURATION_MAX: Duration = Duration::from_secs(120);
+/// How long a broker's supervisor waits before starting a broker whose
+/// start failed again.
+const SUPERVISOR_RESTART: Duration = Duration::from_secs(1);
 /// The logical wall clock starts here (2024-01-01T00:00:00Z), so wall
 /// times are the same in every run.
 const EPOCH_MS: u64 = 1_704_067_200_000;
@@ -178,11 +181,27 @@ pub fn add_broker_host_after(
         config.advertised_addr = Some(broker_addr(name.as_str()));
         async move {
             tokio::time::sleep(wait).await;
-            let broker = Broker::open(disk, SimClock::with_skew(skew), config).await?;
-            broker
-                .serve(TurmoilTransport, std::future::pending(), |_| {})
-                .await?;
-            Ok(())
+            loop {
+                let opened = Broker::open(
+                    disk.clone(),
+                    SimClock::with_skew(skew.clone()),
+                    config.clone(),
+                )
+                .await;
+                if let Ok(broker) = opened {
+                    broker
+                        .serve(TurmoilTransport, std::future::pending(), |_| {})
+                        .await?;
+                    return Ok(());
+                }
+                // A broker that cannot open its store (say, a sync of its
+                // recovery fails with EIO) exits with an error, as it
+                // should; its supervisor starts it again, as systemd's
+                // Restart=on-failure would. The exited process's file
+                // handles die with it.
+                disk.process_crash();
+                tokio::time::sleep(SUPERVISOR_RESTART).await;
+            }
         }
     });
 }
