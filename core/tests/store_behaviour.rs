@@ -21,6 +21,14 @@ fn open(
     block_on(MessageStore::open(disk.clone(), clock.clone(), cfg)).expect("store opens")
 }
 
+/// The bodies of [`all_bodies`], without their offsets.
+fn bodies(store: &MessageStore<SimDisk, ManualClock>, topic: &str, queue_id: i32) -> Vec<Vec<u8>> {
+    all_bodies(store, topic, queue_id)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect()
+}
+
 fn all_bodies(
     store: &MessageStore<SimDisk, ManualClock>,
     topic: &str,
@@ -238,10 +246,7 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
     let err = failed.expect("a put needing a new CommitLog segment must fail on a full disk");
     assert!(err.is_storage_full(), "unclear error: {err}");
     // Reads keep working and show a prefix of what was acknowledged.
-    let readable: Vec<Vec<u8>> = all_bodies(&store, "T", 0)
-        .into_iter()
-        .map(|(_, b)| b)
-        .collect();
+    let readable: Vec<Vec<u8>> = bodies(&store, "T", 0);
     assert!(!readable.is_empty());
     assert_eq!(&acked[..readable.len()], &readable[..]);
     // Space returns: the failed put left nothing behind, every acknowledged
@@ -251,10 +256,7 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
         block_on(store.put(msg("T", 0, b"after space returns", None, None), true)).expect("put");
     assert_eq!(a.queue_offset, QueueOffset(acked.len() as u64));
     acked.push(b"after space returns".to_vec());
-    let all: Vec<Vec<u8>> = all_bodies(&store, "T", 0)
-        .into_iter()
-        .map(|(_, b)| b)
-        .collect();
+    let all: Vec<Vec<u8>> = bodies(&store, "T", 0);
     assert_eq!(all, acked);
 }
 
@@ -293,10 +295,7 @@ fn enospc_rolling_an_index_file_defers_dispatch_until_space_returns() {
     disk.set_full(false);
     block_on(store.flush()).expect("flush");
     acked.push(put(12));
-    let all: Vec<Vec<u8>> = all_bodies(&store, "T", 0)
-        .into_iter()
-        .map(|(_, b)| b)
-        .collect();
+    let all: Vec<Vec<u8>> = bodies(&store, "T", 0);
     assert_eq!(all, acked);
 }
 

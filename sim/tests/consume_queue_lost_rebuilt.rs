@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 
 use scenarios::{Fault, Plan};
 use sim::history::{Entry, Event};
-use sim::oracle::{skipped_deliveries, OracleConfig, Violation};
-use sim::run::{run_judged, run_plan};
+use sim::oracle::{skipped_deliveries, Violation};
+use sim::run::{run_judged, run_verdict};
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
 
@@ -78,23 +78,19 @@ fn consume_queues_deleted_while_down_are_rebuilt_identical() {
 fn oracle_catches_a_consume_queue_rebuilt_one_record_off() {
     let caught = (1..=8).find(|&seed| {
         let plan = Plan::consume_queue_lost(seed).with_shifted_rebuild();
-        let report = run_plan(
-            &plan,
-            FlushMode::Sync,
-            OracleConfig {
-                acked_must_survive: true,
-            },
-        )
-        .expect("simulation runs");
-        report.verdict.violations.iter().any(|v| {
-            matches!(
-                v,
-                Violation::LostAck { .. }
-                    | Violation::MovedAck { .. }
-                    | Violation::InconsistentOffset { .. }
-                    | Violation::Gap { .. }
-            )
-        })
+        run_verdict(&plan, FlushMode::Sync)
+            .expect("simulation runs")
+            .violations
+            .iter()
+            .any(|v| {
+                matches!(
+                    v,
+                    Violation::LostAck { .. }
+                        | Violation::MovedAck { .. }
+                        | Violation::InconsistentOffset { .. }
+                        | Violation::Gap { .. }
+                )
+            })
     });
     assert!(
         caught.is_some(),

@@ -29,22 +29,18 @@ const SEEDS_MAX: u64 = 8;
 /// failovers), loses or moves an acknowledged message under `flush_mode`.
 fn first_catching_seed(plan: impl Fn(u64) -> Plan, flush_mode: FlushMode) -> Option<u64> {
     (0..SEEDS_MAX).find(|&seed| {
-        let report = run_plan(
-            &plan(seed),
-            flush_mode,
-            OracleConfig {
-                acked_must_survive: true,
-            },
-        )
-        .expect("simulation runs");
-        report.verdict.violations.iter().any(|v| {
-            matches!(
-                v,
-                Violation::LostAck { .. }
-                    | Violation::MovedAck { .. }
-                    | Violation::InconsistentOffset { .. }
-            )
-        })
+        run_verdict(&plan(seed), flush_mode)
+            .expect("simulation runs")
+            .violations
+            .iter()
+            .any(|v| {
+                matches!(
+                    v,
+                    Violation::LostAck { .. }
+                        | Violation::MovedAck { .. }
+                        | Violation::InconsistentOffset { .. }
+                )
+            })
     })
 }
 
