@@ -131,6 +131,20 @@ impl<D: Disk> SegmentChain<D> {
             .map_err(|e| Error::io("write", &self.path_of(offset), e))
     }
 
+    /// Fills `len` bytes at `offset` in place (see `Segment::write_with`),
+    /// creating the segment if needed.
+    pub(crate) fn write_with(
+        &self,
+        offset: u64,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<()> {
+        let rel = self.check_within(offset, len as u64)?;
+        let seg = self.get_or_create(offset)?;
+        seg.write_with(rel, len, fill)
+            .map_err(|e| Error::io("write", &self.path_of(offset), e))
+    }
+
     /// Reads `len` bytes at `offset` (zero-copy on a mapped disk).
     pub(crate) fn read(&self, offset: u64, len: usize) -> Result<Bytes> {
         let rel = self.check_within(offset, len as u64)?;

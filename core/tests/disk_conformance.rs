@@ -32,6 +32,40 @@ fn write_slice_round_trip<D: Disk>(disk: &D) {
     assert!(seg.slice(SEG_BYTES, 0).expect("empty at end").is_empty());
 }
 
+fn fill_in_place_round_trip<D: Disk>(disk: &D) {
+    let seg = disk.create_segment("fill", SEG_BYTES).expect("create");
+    // Across a page boundary, like a record that straddles two pages.
+    let at = PAGE_BYTES - 7;
+    let mut calls = 0;
+    seg.write_with(at, 20, &mut |buf: &mut [u8]| {
+        calls += 1;
+        assert_eq!(buf.len(), 20, "fill gets exactly the range");
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = u8::try_from(i).expect("small") + 1;
+        }
+    })
+    .expect("fill");
+    assert_eq!(calls, 1);
+    let back = seg.slice(at, 20).expect("slice");
+    assert_eq!(&back[..], &(1..=20).collect::<Vec<u8>>()[..]);
+    assert_eq!(
+        &seg.slice(at - 1, 1).expect("before")[..],
+        &[0],
+        "nothing before"
+    );
+    assert_eq!(
+        &seg.slice(at + 20, 1).expect("after")[..],
+        &[0],
+        "nothing after"
+    );
+    let mut ran = false;
+    let err = seg
+        .write_with(SEG_BYTES - 1, 2, &mut |_: &mut [u8]| ran = true)
+        .expect_err("out of range");
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert!(!ran, "an out-of-range fill never runs");
+}
+
 fn out_of_range_is_an_error<D: Disk>(disk: &D) {
     let seg = disk.create_segment("range", SEG_BYTES).expect("create");
     let kind = |r: io::Result<()>| r.expect_err("out of range").kind();
@@ -147,6 +181,7 @@ fn space_counts_segments<D: Disk>(disk: &D) {
 
 fn conformance<D: Disk>(disk: &D) {
     write_slice_round_trip(disk);
+    fill_in_place_round_trip(disk);
     out_of_range_is_an_error(disk);
     create_existing_fails(disk);
     list_is_sorted_and_skips_temp_files(disk);

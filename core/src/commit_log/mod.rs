@@ -17,10 +17,10 @@ use bytes::Bytes;
 use crate::clock::Clock;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::message::record_seal::seal_record;
+use crate::message::record_seal::{encode_sealed, sealed_len};
 use crate::message::{
-    encode_blank, encode_pad_head, peek_head, sys_flag, with_seal_placeholder, MessageInput,
-    RecordHead, RecordStamp,
+    body_crc, encode_blank, encode_pad_head, peek_head, sys_flag, MessageInput, RecordHead,
+    RecordStamp,
 };
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::SegmentChain;
@@ -66,7 +66,6 @@ struct Writer {
     /// Next queue offset per topic and queue id (RocketMQ's topicQueueTable).
     queue_next: BTreeMap<String, BTreeMap<i32, u64>>,
     last_store_ms: i64,
-    scratch: Vec<u8>,
 }
 
 /// The sequential log.
@@ -99,7 +98,6 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
                 pos: 0,
                 queue_next: BTreeMap::new(),
                 last_store_ms: 0,
-                scratch: Vec::new(),
             }),
             written: AtomicU64::new(0),
             durability: GroupCommit::new(0),
@@ -175,12 +173,12 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// Appends one record; it is readable at once and durable only after
     /// [`CommitLog::wait_durable`] for its end returns `Ok`. The record is
     /// sealed with a whole-record checksum property.
-    pub fn append(&self, mut msg: MessageInput) -> Result<Appended> {
-        msg.properties = with_seal_placeholder(&msg.properties).into();
-        let len = self.checked_len(&msg)?;
+    pub fn append(&self, msg: &MessageInput) -> Result<Appended> {
+        let len = self.checked_len(msg)?;
+        let crc = body_crc(&msg.body);
         let mut w = self.lock_writer();
         self.durability.check()?;
-        let out = self.append_locked(&mut w, &msg, len)?;
+        let out = self.append_locked(&mut w, msg, len, crc)?;
         self.written.store(w.pos, Ordering::Release);
         Ok(out)
     }
@@ -189,19 +187,16 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// queue offsets are consecutive per queue. All or nothing on errors
     /// raised before writing; a disk error midway leaves earlier records
     /// written but unacknowledged.
-    pub fn append_batch(&self, mut msgs: Vec<MessageInput>) -> Result<Vec<Appended>> {
-        for m in &mut msgs {
-            m.properties = with_seal_placeholder(&m.properties).into();
-        }
-        let lens = msgs
+    pub fn append_batch(&self, msgs: &[MessageInput]) -> Result<Vec<Appended>> {
+        let sized = msgs
             .iter()
-            .map(|m| self.checked_len(m))
+            .map(|m| Ok((self.checked_len(m)?, body_crc(&m.body))))
             .collect::<Result<Vec<_>>>()?;
         let mut w = self.lock_writer();
         self.durability.check()?;
         let mut out = Vec::with_capacity(msgs.len());
-        for (msg, len) in msgs.iter().zip(lens) {
-            match self.append_locked(&mut w, msg, len) {
+        for (msg, (len, crc)) in msgs.iter().zip(sized) {
+            match self.append_locked(&mut w, msg, len, crc) {
                 Ok(a) => out.push(a),
                 Err(e) => {
                     self.written.store(w.pos, Ordering::Release);
@@ -214,7 +209,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     }
 
     fn checked_len(&self, msg: &MessageInput) -> Result<usize> {
-        let len = msg.encoded_len().map_err(|e| Error::MessageRejected {
+        let len = sealed_len(msg).map_err(|e| Error::MessageRejected {
             reason: e.to_string(),
         })?;
         if len as u64 + BLANK_RECORD_BYTES > self.chain.segment_bytes() {
@@ -228,7 +223,13 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         Ok(len)
     }
 
-    fn append_locked(&self, w: &mut Writer, msg: &MessageInput, len: usize) -> Result<Appended> {
+    fn append_locked(
+        &self,
+        w: &mut Writer,
+        msg: &MessageInput,
+        len: usize,
+        crc: u32,
+    ) -> Result<Appended> {
         let seg = self.chain.segment_bytes();
         let len64 = len as u64;
         let rel = w.pos % seg;
@@ -261,22 +262,9 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             phys_offset: i64::try_from(w.pos).unwrap_or(i64::MAX),
             store_timestamp_ms: store_ms,
         };
-        let mut scratch = std::mem::take(&mut w.scratch);
-        scratch.resize(len, 0);
-        let encoded = msg.encode_into(&stamp, &mut scratch).map(|()| {
-            let sealed = seal_record(&mut scratch);
-            debug_assert!(
-                sealed,
-                "invariant: properties end with the seal placeholder"
-            );
-        });
-        let written = encoded
-            .map_err(|e| Error::MessageRejected {
-                reason: e.to_string(),
-            })
-            .and_then(|()| self.chain.write(w.pos, &scratch));
-        w.scratch = scratch;
-        written?;
+        // Encoded straight into the segment (the mapping, on a mapped disk).
+        self.chain
+            .write_with(w.pos, len, &mut |out| encode_sealed(msg, &stamp, crc, out))?;
         let appended = Appended {
             phys_offset: CommitLogOffset(w.pos),
             size: u32::try_from(len).expect("invariant: record fits a segment < 4 GiB"),

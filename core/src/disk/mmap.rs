@@ -476,6 +476,19 @@ impl Segment for MmapSegment {
         Ok(())
     }
 
+    fn write_with(&self, off: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
+        let (off, len) = self.range(off, len as u64)?;
+        // SAFETY: `[off, off + len)` is inside the mapping (checked above),
+        // which `self.map` keeps alive for the borrow. As for `write_at`, the
+        // store never fills a range that readers may be viewing (see
+        // `MapView`) and has one writer per range (the put lock), so no other
+        // reference to these bytes exists while `fill` runs; the file is
+        // fully allocated, so no SIGBUS on ENOSPC.
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(off), len) };
+        fill(dst);
+        Ok(())
+    }
+
     fn slice(&self, off: u64, len: usize) -> io::Result<Bytes> {
         let (off, len) = self.range(off, len as u64)?;
         Ok(Bytes::from_owner(MapView {

@@ -31,6 +31,19 @@ pub trait Segment: Send + Sync + 'static {
     /// the range is outside the segment.
     fn write_at(&self, off: u64, buf: &[u8]) -> io::Result<()>;
 
+    /// Fills `[off, off + len)` in place: `fill` gets exactly `len` bytes
+    /// and must write every one of them (their prior contents are
+    /// unspecified). A mapped file hands out the mapping itself, so a
+    /// record is encoded once, with no copy; the default fills a buffer and
+    /// copies it with `write_at`. Fails (never panics) when the range is
+    /// outside the segment, before `fill` runs.
+    fn write_with(&self, off: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
+        check_write(self.size_bytes(), off, len as u64)?;
+        let mut buf = vec![0; len];
+        fill(&mut buf);
+        self.write_at(off, &buf)
+    }
+
     /// Returns the bytes at `[off, off + len)`. On a mapped file this is a
     /// zero-copy view of the mapping, kept alive by the returned `Bytes`.
     fn slice(&self, off: u64, len: usize) -> io::Result<Bytes>;
@@ -39,6 +52,17 @@ pub trait Segment: Send + Sync + 'static {
     /// the range's durable state is unknown: callers must fence themselves,
     /// never retry and acknowledge (fsyncgate semantics).
     fn sync(&self, off: u64, len: u64) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+/// Fails when `[off, off + len)` is not inside a segment of `size` bytes.
+fn check_write(size: u64, off: u64, len: u64) -> io::Result<()> {
+    match off.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("range {off}+{len} outside a {size} byte segment"),
+        )),
+    }
 }
 
 /// A directory of segments and small metadata files. Paths are relative to

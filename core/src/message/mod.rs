@@ -23,7 +23,9 @@ pub use record::{
     RecordStamp, BLANK_HEAD_BYTES, BLANK_MAGIC, BODY_BYTES_MAX, MAGIC_V1, PROPERTIES_BYTES_MAX,
     RECORD_BYTES_MAX, RECORD_BYTES_MIN, TOPIC_BYTES_MAX,
 };
-pub use record_seal::{seal_matches, strip_seal, with_seal_placeholder, SEAL_PROPERTY_BYTES};
+pub use record_seal::{
+    encode_sealed, seal_matches, sealed_len, strip_seal, with_seal_placeholder, SEAL_PROPERTY_BYTES,
+};
 pub use stored_record::{
     encode_blank, encode_pad_head, peek_head, stored_phys_offset, stored_queue_offset,
     stored_store_timestamp_ms, RecordHead, StoredRecord, PAD_MAGIC,

@@ -180,7 +180,7 @@ const fn host_bytes(addr: &SocketAddr) -> usize {
     }
 }
 
-fn check_len(field: &'static str, len: usize, max: usize) -> Result<(), EncodeError> {
+pub(crate) fn check_len(field: &'static str, len: usize, max: usize) -> Result<(), EncodeError> {
     if len > max {
         return Err(EncodeError::TooLarge { field, len, max });
     }
@@ -206,15 +206,19 @@ impl MessageInput {
         check_len("properties", self.properties.len(), PROPERTIES_BYTES_MAX)?;
         check_len("body", self.body.len(), RECORD_BYTES_MAX)?;
         // Each term is bounded above, so the sum cannot overflow a usize.
-        let len = FIXED_BYTES_BEFORE_HOSTS
+        let len = self.len_before_properties() + self.properties.len();
+        check_len("record", len, RECORD_BYTES_MAX)?;
+        Ok(len)
+    }
+
+    /// Encoded size of every field before the properties string.
+    pub(crate) fn len_before_properties(&self) -> usize {
+        FIXED_BYTES_BEFORE_HOSTS
             + host_bytes(&self.born_host)
             + host_bytes(&self.store_host)
             + FIXED_BYTES_AFTER_HOSTS
             + self.body.len()
             + self.topic.len()
-            + self.properties.len();
-        check_len("record", len, RECORD_BYTES_MAX)?;
-        Ok(len)
     }
 
     /// Writes the record into `out`, which must be exactly `encoded_len()` bytes.
@@ -227,18 +231,36 @@ impl MessageInput {
                 actual: out.len(),
             });
         }
-        let total_size = i32::try_from(expected).expect("invariant: checked ≤ RECORD_BYTES_MAX");
+        let mut rest = self.encode_before_properties(stamp, body_crc(&self.body), out);
+        rest.put_slice(&self.properties);
+        debug_assert!(rest.is_empty(), "encoded_len and encode_into disagree");
+        Ok(())
+    }
+
+    /// Writes every field up to and including PROPERTIESLENGTH, which is
+    /// `out.len()` minus the bytes before the properties, and returns the
+    /// rest of `out` for the caller to fill with that many property bytes.
+    /// The caller has checked the field lengths (`encoded_len`) and sized
+    /// `out` to hold at least the fields before the properties.
+    pub(crate) fn encode_before_properties<'a>(
+        &self,
+        stamp: &RecordStamp,
+        body_crc: u32,
+        out: &'a mut [u8],
+    ) -> &'a mut [u8] {
+        let total_size = i32::try_from(out.len()).expect("invariant: checked ≤ RECORD_BYTES_MAX");
+        let props_len = out.len() - self.len_before_properties();
         let body_len =
             i32::try_from(self.body.len()).expect("invariant: checked ≤ RECORD_BYTES_MAX");
         let topic_len = u8::try_from(self.topic.len()).expect("invariant: checked ≤ 255");
-        let props_len = i16::try_from(self.properties.len())
-            .expect("invariant: checked ≤ PROPERTIES_BYTES_MAX");
+        let props_len =
+            i16::try_from(props_len).expect("invariant: checked ≤ PROPERTIES_BYTES_MAX");
 
         // `out` has exactly the room the puts below need, so BufMut never runs out.
         let mut w: &mut [u8] = out;
         w.put_i32(total_size);
         w.put_i32(MAGIC_V1);
-        w.put_u32(body_crc(&self.body));
+        w.put_u32(body_crc);
         w.put_i32(self.queue_id);
         w.put_i32(self.flag);
         w.put_i64(stamp.queue_offset);
@@ -255,9 +277,7 @@ impl MessageInput {
         w.put_u8(topic_len);
         w.put_slice(self.topic.as_bytes());
         w.put_i16(props_len);
-        w.put_slice(&self.properties);
-        debug_assert!(w.is_empty(), "encoded_len and encode_into disagree");
-        Ok(())
+        w
     }
 
     /// Encodes into a fresh buffer.

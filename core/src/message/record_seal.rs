@@ -9,8 +9,13 @@
 
 use std::ops::Range;
 
+use bytes::BufMut;
+
 use super::properties::keys;
-use super::record::{layout, sys_flag};
+use super::record::{
+    check_len, layout, sys_flag, EncodeError, MessageInput, RecordStamp, PROPERTIES_BYTES_MAX,
+    RECORD_BYTES_MAX,
+};
 
 /// Bytes the seal adds to the properties: key, 0x01, 10 digits, 0x02.
 pub const SEAL_PROPERTY_BYTES: usize = SEAL_PREFIX.len() + SEAL_DIGITS + 1;
@@ -19,16 +24,13 @@ const SEAL_PREFIX: &[u8] = b"__CRC32#\x01";
 const SEAL_DIGITS: usize = 10;
 
 /// `properties` (without any earlier seal) followed by a placeholder seal,
-/// with a 0x02 separator inserted when the input lacks a trailing one.
+/// with a 0x02 separator inserted when the input lacks a trailing one: the
+/// properties [`encode_sealed`] writes, with zeros for the digits.
 pub fn with_seal_placeholder(properties: &[u8]) -> Vec<u8> {
-    debug_assert_eq!(
-        keys::CRC32.as_bytes(),
-        &SEAL_PREFIX[..SEAL_PREFIX.len() - 1]
-    );
     let base = strip_seal(properties);
     let mut out = Vec::with_capacity(base.len() + 1 + SEAL_PROPERTY_BYTES);
     out.extend_from_slice(base);
-    if !out.is_empty() && out.last() != Some(&0x02) {
+    if needs_separator(base) {
         out.push(0x02);
     }
     out.extend_from_slice(SEAL_PREFIX);
@@ -37,18 +39,54 @@ pub fn with_seal_placeholder(properties: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Writes the seal into an encoded record whose properties end with the
-/// placeholder; false when the record does not end with one.
-pub fn seal_record(record: &mut [u8]) -> bool {
-    let Some(digits_at) = seal_digits_at(record) else {
-        return false;
-    };
-    let Some(crc) = seal_crc(record, digits_at) else {
-        return false;
-    };
-    let digits = format!("{crc:010}");
-    record[digits_at..digits_at + SEAL_DIGITS].copy_from_slice(digits.as_bytes());
-    true
+/// A non-empty properties string must end with 0x02 before the seal follows.
+fn needs_separator(base: &[u8]) -> bool {
+    base.last().is_some_and(|&b| b != 0x02)
+}
+
+/// Size of `msg` encoded with its seal (see [`encode_sealed`]); errors when
+/// a field, the sealed properties included, exceeds its length prefix.
+pub fn sealed_len(msg: &MessageInput) -> Result<usize, EncodeError> {
+    debug_assert_eq!(
+        keys::CRC32.as_bytes(),
+        &SEAL_PREFIX[..SEAL_PREFIX.len() - 1]
+    );
+    msg.encoded_len()?;
+    let base = strip_seal(&msg.properties);
+    let props = base.len() + usize::from(needs_separator(base)) + SEAL_PROPERTY_BYTES;
+    check_len("properties", props, PROPERTIES_BYTES_MAX)?;
+    let len = msg.len_before_properties() + props;
+    check_len("record", len, RECORD_BYTES_MAX)?;
+    Ok(len)
+}
+
+/// Encodes `msg` straight into `out`, exactly [`sealed_len`] bytes, with its
+/// properties ending in the seal: one pass writes the record, a second
+/// checksums its bytes outside the body. `body_crc` is `body_crc(&msg.body)`,
+/// which the caller computes (outside the put lock).
+pub fn encode_sealed(msg: &MessageInput, stamp: &RecordStamp, body_crc: u32, out: &mut [u8]) {
+    let base = strip_seal(&msg.properties);
+    let mut w = msg.encode_before_properties(stamp, body_crc, out);
+    w.put_slice(base);
+    if needs_separator(base) {
+        w.put_u8(0x02);
+    }
+    w.put_slice(SEAL_PREFIX);
+    w.put_slice(&[b'0'; SEAL_DIGITS]);
+    w.put_u8(0x02);
+    debug_assert!(w.is_empty(), "sealed_len and encode_sealed disagree");
+    let digits_at = out.len() - SEAL_DIGITS - 1;
+    let crc = seal_crc(out, digits_at).expect("invariant: a record just encoded has a body");
+    write_digits(crc, &mut out[digits_at..digits_at + SEAL_DIGITS]);
+}
+
+/// `value` as exactly `out.len()` zero-padded decimal digits (10 for a u32).
+fn write_digits(mut value: u32, out: &mut [u8]) {
+    for d in out.iter_mut().rev() {
+        let digit = (value % 10) as u8;
+        *d = b'0' + digit;
+        value /= 10;
+    }
 }
 
 /// True when `record` ends with a seal matching its bytes.
@@ -126,16 +164,33 @@ mod tests {
             reconsume_times: 0,
             prepared_transaction_offset: 0,
             body: bytes::Bytes::from_static(b"the body"),
-            properties: with_seal_placeholder(b"KEYS\x01k1\x02").into(),
+            properties: bytes::Bytes::from_static(b"KEYS\x01k1\x02"),
         };
         let stamp = crate::message::RecordStamp {
             queue_offset: 3,
             phys_offset: 7,
             store_timestamp_ms: 9,
         };
-        let mut rec = msg.encode_to_vec(&stamp).expect("encodes");
-        assert!(!seal_matches(&rec), "placeholder must not verify");
-        assert!(seal_record(&mut rec));
+        let placeholder = MessageInput {
+            properties: with_seal_placeholder(&msg.properties).into(),
+            ..msg.clone()
+        };
+        let unsealed = placeholder.encode_to_vec(&stamp).expect("encodes");
+        assert!(!seal_matches(&unsealed), "placeholder must not verify");
+        let mut rec = vec![0; sealed_len(&msg).expect("fits")];
+        encode_sealed(&msg, &stamp, crate::message::body_crc(&msg.body), &mut rec);
+        assert_eq!(rec.len(), unsealed.len());
+        let digits_at = rec.len() - SEAL_DIGITS - 1;
+        assert_eq!(
+            rec[..digits_at],
+            unsealed[..digits_at],
+            "same bytes but the digits"
+        );
+        let crc = seal_crc(&rec, digits_at).expect("crc");
+        assert_eq!(
+            &rec[digits_at..digits_at + SEAL_DIGITS],
+            format!("{crc:010}").as_bytes()
+        );
         let body = body_range(&rec).expect("body");
         assert_eq!(&rec[body.clone()], b"the body");
         (rec, body)

@@ -109,7 +109,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// as RocketMQ's `WAIT=false`).
     pub async fn put(&self, msg: MessageInput, wait: bool) -> Result<Appended> {
         self.check_put(&msg)?;
-        let a = self.log.append(msg)?;
+        let a = self.log.append(&msg)?;
+        drop(msg); // freed outside the put lock, before the durability wait
         self.appended();
         self.settle(a.end(), wait).await?;
         Ok(a)
@@ -121,7 +122,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         for m in &msgs {
             self.check_put(m)?;
         }
-        let out = self.log.append_batch(msgs)?;
+        let out = self.log.append_batch(&msgs)?;
+        drop(msgs);
         self.appended();
         if let Some(last) = out.last() {
             self.settle(last.end(), wait).await?;
