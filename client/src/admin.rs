@@ -343,9 +343,7 @@ impl<T: Transport, C: Clock> Admin<T, C> {
             let mut request =
                 RemotingCommand::request_with_header(request_code::QUERY_MESSAGE, &header);
             if unique {
-                request
-                    .ext_fields
-                    .insert(UNIQUE_KEY_QUERY.to_owned(), "true".to_owned());
+                request.ext_fields.insert(UNIQUE_KEY_QUERY, "true");
             }
             let response = self.client.invoke(addr, request).await?;
             if response.code == response_code::QUERY_NOT_FOUND {

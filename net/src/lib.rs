@@ -20,7 +20,7 @@ pub mod rpc;
 pub mod transport;
 
 pub use error::{Error, FrameError, Result};
-pub use remoting::RemotingCommand;
+pub use remoting::{ExtFields, RemotingCommand};
 pub use rpc::{
     ConnectionHandle, Handler, HandlerTable, RequestContext, RpcClient, RpcConfig, RpcServer,
 };

@@ -1,8 +1,6 @@
 //! Property tests of the frame codec: both header encodings round-trip any
 //! command, and arbitrary bytes never panic the decoder.
 
-use std::collections::BTreeMap;
-
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use sluice_net::remoting::frame::{self, FrameLimits};
@@ -35,7 +33,7 @@ fn command(binary: bool) -> impl Strategy<Value = RemotingCommand> {
                     opaque,
                     flag,
                     remark,
-                    ext_fields,
+                    ext_fields: ext_fields.into(),
                     body: Bytes::from(body),
                     serialize_type: if binary {
                         SerializeType::RocketMq
@@ -123,7 +121,7 @@ proptest! {
         let limits = FrameLimits { ext_fields_max: 16, ..FrameLimits::default() };
         let mut cmd = RemotingCommand::request(10);
         cmd.serialize_type = if binary { SerializeType::RocketMq } else { SerializeType::Json };
-        cmd.ext_fields = (0..n).map(|i| (format!("k{i}"), "v".to_owned())).collect::<BTreeMap<_, _>>();
+        cmd.ext_fields = (0..n).map(|i| (format!("k{i}"), "v".to_owned())).collect::<sluice_net::ExtFields>();
         let bytes = frame::encode_to_bytes(&cmd, &FrameLimits::default()).expect("encodable");
         let result = frame::decode_slice(&bytes, &limits);
         prop_assert_eq!(result.is_ok(), n <= 16);

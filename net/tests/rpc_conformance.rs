@@ -152,7 +152,7 @@ fn turmoil_runs_are_deterministic_per_seed() {
             };
             for i in 0..20 {
                 let mut req = sluice_net::RemotingCommand::request(rpc_suite::ECHO);
-                req.ext_fields.insert("x".into(), i.to_string());
+                req.ext_fields.insert("x", i.to_string());
                 let outcome = client.invoke(&addr, req, Duration::from_millis(150)).await;
                 record(format!("{i}: {:?}", outcome.map(|r| r.remark)));
                 if i == 10 {

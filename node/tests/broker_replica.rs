@@ -154,7 +154,7 @@ async fn a_replica_holds_serves_and_follows_what_the_sync_master_acknowledges() 
                 )
                 .await
                 .expect("query");
-            a.ext_fields.get("offset").map(String::as_str) == Some("7")
+            a.ext_fields.get("offset") == Some("7")
         }
     })
     .await;

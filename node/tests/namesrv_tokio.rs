@@ -303,13 +303,11 @@ async fn registering_broker_receives_the_order_topic_table() {
 async fn malformed_registrations_are_rejected_with_a_remark() {
     let ns = Fixture::start().await;
     let mut bad_crc = register("broker-a", "m:10911", 0, register_body(&["T"]));
-    bad_crc
-        .ext_fields
-        .insert("bodyCrc32".into(), "12345".into());
+    bad_crc.ext_fields.insert("bodyCrc32", "12345");
     let mut no_name = register("broker-a", "m:10911", 0, register_body(&["T"]));
     no_name.ext_fields.remove("brokerName");
     let mut bad_id = register("broker-a", "m:10911", 0, register_body(&["T"]));
-    bad_id.ext_fields.insert("brokerId".into(), "zero".into());
+    bad_id.ext_fields.insert("brokerId", "zero");
     let cases = [
         (
             register("broker-a", "m:10911", 0, b"{not json".to_vec()),
@@ -351,7 +349,7 @@ async fn matching_body_crc_is_accepted_masked_or_plain() {
         let broker = Fixture::client();
         let addr = format!("m{id}:10911");
         let mut request = register("broker-a", &addr, id, body.clone());
-        request.ext_fields.insert("bodyCrc32".into(), crc.clone());
+        request.ext_fields.insert("bodyCrc32", crc.clone());
         assert_success(&ns.call(&broker, request).await);
         assert!(ns.server.live_brokers().contains(&addr), "crc {crc}");
     }
@@ -378,9 +376,7 @@ async fn old_client_asking_for_standard_json_gets_quoted_keys() {
         .await,
     );
     let mut request = route_request("T", OLD_CLIENT);
-    request
-        .ext_fields
-        .insert("acceptStandardJsonOnly".into(), "true".into());
+    request.ext_fields.insert("acceptStandardJsonOnly", "true");
     let response = ns.call_once(request).await;
     let text = std::str::from_utf8(&response.body).expect("utf8");
     assert!(text.contains(r#""brokerAddrs":{"0":"m:10911"}"#), "{text}");

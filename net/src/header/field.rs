@@ -2,24 +2,22 @@
 //! rendered as Java's `toString()` would, required fields must be present,
 //! `Option` fields may be absent.
 
-use std::collections::BTreeMap;
-
-use crate::{Error, Result};
+use crate::{Error, ExtFields, Result};
 
 /// A scalar that appears as a string in `extFields`.
 pub trait FieldValue: Sized {
     /// Parses the wire text; `None` if it is not a valid value.
     fn parse(text: &str) -> Option<Self>;
-    /// Renders the value as Java's `toString()` would.
-    fn render(&self) -> String;
+    /// Appends the value as Java's `toString()` would render it.
+    fn render_into(&self, out: &mut String);
 }
 
 impl FieldValue for String {
     fn parse(text: &str) -> Option<Self> {
         Some(text.to_owned())
     }
-    fn render(&self) -> String {
-        self.clone()
+    fn render_into(&self, out: &mut String) {
+        out.push_str(self);
     }
 }
 
@@ -29,8 +27,10 @@ macro_rules! numeric_field {
             fn parse(text: &str) -> Option<Self> {
                 text.parse().ok()
             }
-            fn render(&self) -> String {
-                self.to_string()
+            fn render_into(&self, out: &mut String) {
+                use std::fmt::Write;
+                // Writing to a String cannot fail.
+                let _ = write!(out, "{self}");
             }
         }
     )*};
@@ -50,17 +50,17 @@ impl FieldValue for bool {
             None
         }
     }
-    fn render(&self) -> String {
-        self.to_string()
+    fn render_into(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
     }
 }
 
 /// A typed-header field: reads itself from and writes itself to `extFields`.
 pub trait HeaderField: Sized {
     /// Reads the field named `key`.
-    fn read(ext: &BTreeMap<String, String>, key: &'static str) -> Result<Self>;
+    fn read(ext: &ExtFields, key: &'static str) -> Result<Self>;
     /// Writes the field under `key` (absent optional fields write nothing).
-    fn write(&self, key: &'static str, ext: &mut BTreeMap<String, String>);
+    fn write(&self, key: &'static str, ext: &mut ExtFields);
 }
 
 fn parse_present<T: FieldValue>(key: &'static str, text: &str) -> Result<T> {
@@ -71,24 +71,24 @@ fn parse_present<T: FieldValue>(key: &'static str, text: &str) -> Result<T> {
 }
 
 impl<T: FieldValue> HeaderField for T {
-    fn read(ext: &BTreeMap<String, String>, key: &'static str) -> Result<Self> {
+    fn read(ext: &ExtFields, key: &'static str) -> Result<Self> {
         let text = ext.get(key).ok_or(Error::MissingField { field: key })?;
         parse_present(key, text)
     }
-    fn write(&self, key: &'static str, ext: &mut BTreeMap<String, String>) {
-        ext.insert(key.to_owned(), self.render());
+    fn write(&self, key: &'static str, ext: &mut ExtFields) {
+        ext.insert_with(key, |out| self.render_into(out));
     }
 }
 
 impl<T: FieldValue> HeaderField for Option<T> {
-    fn read(ext: &BTreeMap<String, String>, key: &'static str) -> Result<Self> {
+    fn read(ext: &ExtFields, key: &'static str) -> Result<Self> {
         ext.get(key)
             .map(|text| parse_present(key, text))
             .transpose()
     }
-    fn write(&self, key: &'static str, ext: &mut BTreeMap<String, String>) {
+    fn write(&self, key: &'static str, ext: &mut ExtFields) {
         if let Some(value) = self {
-            ext.insert(key.to_owned(), value.render());
+            ext.insert_with(key, |out| value.render_into(out));
         }
     }
 }

@@ -3,9 +3,7 @@
 //! `AccessKey`, `Signature`, `OnsChannel`, `ns`, `nsd`, `bname`, `oway`,
 //! `lo`) are ignored.
 
-use std::collections::BTreeMap;
-
-use crate::Result;
+use crate::{ExtFields, Result};
 
 mod admin;
 mod consumer;
@@ -29,10 +27,10 @@ pub use transaction::*;
 /// A typed header that flattens into a command's `extFields`.
 pub trait CommandHeader: Sized {
     /// Writes every present field into `ext`.
-    fn to_ext_fields(&self, ext: &mut BTreeMap<String, String>);
+    fn to_ext_fields(&self, ext: &mut ExtFields);
     /// Reads the header, failing with the name of the first missing or
     /// invalid required field.
-    fn from_ext_fields(ext: &BTreeMap<String, String>) -> Result<Self>;
+    fn from_ext_fields(ext: &ExtFields) -> Result<Self>;
 }
 
 /// Declares a header struct whose fields map one-to-one onto `extFields`
@@ -51,11 +49,11 @@ macro_rules! command_header {
         }
 
         impl $crate::header::CommandHeader for $name {
-            fn to_ext_fields(&self, ext: &mut ::std::collections::BTreeMap<String, String>) {
+            fn to_ext_fields(&self, ext: &mut $crate::ExtFields) {
                 $( $crate::header::field::HeaderField::write(&self.$field, $key, ext); )*
             }
             fn from_ext_fields(
-                ext: &::std::collections::BTreeMap<String, String>,
+                ext: &$crate::ExtFields,
             ) -> $crate::Result<Self> {
                 Ok(Self {
                     $( $field: $crate::header::field::HeaderField::read(ext, $key)?, )*
@@ -84,8 +82,8 @@ macro_rules! command_header {
 pub(crate) use command_header;
 
 /// Converts a header to an `extFields` map (convenience for tests and callers).
-pub fn to_map(header: &impl CommandHeader) -> BTreeMap<String, String> {
-    let mut ext = BTreeMap::new();
+pub fn to_map(header: &impl CommandHeader) -> ExtFields {
+    let mut ext = ExtFields::new();
     header.to_ext_fields(&mut ext);
     ext
 }
@@ -118,7 +116,7 @@ mod tests {
     #[test]
     fn cpp_client_send_header_with_numeric_booleans_decodes() {
         // rocketmq-client-cpp 2.x sends unitMode/batch as "0"/"1".
-        let ext: BTreeMap<String, String> = [
+        let ext: ExtFields = [
             ("a", "PG"),
             ("b", "TopicTest"),
             ("c", "TBW102"),
@@ -132,12 +130,11 @@ mod tests {
             ("m", "1"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         let h = SendMessageRequestHeaderV2::from_ext_fields(&ext).expect("decodes");
         assert_eq!((h.k, h.m), (Some(false), Some(true)));
         let mut bad = ext;
-        bad.insert("k".into(), "maybe".into());
+        bad.insert("k", "maybe");
         assert!(SendMessageRequestHeaderV2::from_ext_fields(&bad).is_err());
     }
 
@@ -225,7 +222,7 @@ mod tests {
     #[test]
     fn invalid_number_is_named_with_its_value() {
         let mut ext = to_map(&QueueRequestHeader::default());
-        ext.insert("queueId".into(), "x1".into());
+        ext.insert("queueId", "x1");
         let err = QueueRequestHeader::from_ext_fields(&ext).expect_err("invalid");
         assert!(
             matches!(err, Error::InvalidField { field: "queueId", ref value } if value == "x1")
@@ -249,7 +246,7 @@ mod tests {
             "lo",
             "zzz",
         ] {
-            ext.insert(key.into(), "x".into());
+            ext.insert(key, "x");
         }
         let header = GetRouteInfoRequestHeader::from_ext_fields(&ext).expect("tolerant");
         assert_eq!(header.topic, "T");
@@ -258,11 +255,8 @@ mod tests {
     #[test]
     fn send_response_always_carries_region_and_trace_switch() {
         let ext = to_map(&SendMessageResponseHeader::new("ID", 1, 2));
-        assert_eq!(
-            ext.get("MSG_REGION").map(String::as_str),
-            Some(DEFAULT_REGION)
-        );
-        assert_eq!(ext.get("TRACE_ON").map(String::as_str), Some("true"));
-        assert_eq!(ext.get("queueOffset").map(String::as_str), Some("2"));
+        assert_eq!(ext.get("MSG_REGION"), Some(DEFAULT_REGION));
+        assert_eq!(ext.get("TRACE_ON"), Some("true"));
+        assert_eq!(ext.get("queueOffset"), Some("2"));
     }
 }

@@ -3,11 +3,9 @@
 //! i32 remarkLen + remark | i32 extLen + (i16 keyLen, key, i32 valLen, val)*`.
 //! Every length is checked against the bytes that remain before allocating.
 
-use std::collections::BTreeMap;
-
 use bytes::BufMut;
 
-use super::{LanguageCode, RemotingCommand, SerializeType};
+use super::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use crate::FrameError;
 
 /// Appends the binary header of `cmd` to `dst`.
@@ -37,7 +35,7 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut impl BufMut) -> Result<(), FrameE
         .map(|(k, v)| 2 + k.len() + 4 + v.len())
         .sum();
     dst.put_i32(len_i32(ext_len, "extFields")?);
-    for (key, value) in &cmd.ext_fields {
+    for (key, value) in cmd.ext_fields.iter() {
         let key_len = i16::try_from(key.len())
             .map_err(|_| FrameError::corrupt("extFields key longer than i16::MAX"))?;
         dst.put_i16(key_len);
@@ -96,9 +94,12 @@ impl<'a> Cursor<'a> {
     }
 
     fn string(&mut self, len: i64, what: &str) -> Result<String, FrameError> {
+        self.str(len, what).map(str::to_owned)
+    }
+
+    fn str(&mut self, len: i64, what: &str) -> Result<&'a str, FrameError> {
         let bytes = self.len(len, what)?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| FrameError::corrupt(format!("{what} is not UTF-8")))
+        std::str::from_utf8(bytes).map_err(|_| FrameError::corrupt(format!("{what} is not UTF-8")))
     }
 }
 
@@ -120,7 +121,7 @@ pub fn decode(bytes: &[u8], ext_fields_max: usize) -> Result<RemotingCommand, Fr
     let mut ext = Cursor {
         bytes: cur.len(i64::from(ext_len), "extFields")?,
     };
-    let mut ext_fields = BTreeMap::new();
+    let mut ext_fields = ExtFields::with_capacity(16, ext.bytes.len());
     while !ext.bytes.is_empty() {
         if ext_fields.len() >= ext_fields_max {
             return Err(FrameError::TooLarge {
@@ -130,9 +131,9 @@ pub fn decode(bytes: &[u8], ext_fields_max: usize) -> Result<RemotingCommand, Fr
             });
         }
         let key_len = ext.i16("extFields key length")?;
-        let key = ext.string(i64::from(key_len), "extFields key")?;
+        let key = ext.str(i64::from(key_len), "extFields key")?;
         let value_len = ext.i32("extFields value length")?;
-        let value = ext.string(i64::from(value_len), "extFields value")?;
+        let value = ext.str(i64::from(value_len), "extFields value")?;
         ext_fields.insert(key, value);
     }
     if !cur.bytes.is_empty() {
@@ -164,7 +165,7 @@ mod tests {
         cmd.language = LanguageCode::Go;
         cmd.version = 401;
         cmd.opaque = 7;
-        cmd.ext_fields.insert("k".into(), "vv".into());
+        cmd.ext_fields.insert("k", "vv");
         let mut out = Vec::new();
         encode(&cmd, &mut out).expect("encodable");
         let expected: Vec<u8> = [

@@ -1,11 +1,9 @@
 //! `RemotingCommand`: one request or response of the remoting protocol, with
 //! flag helpers and builders. The body is a `Bytes` slice of the received frame.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 
-use super::{response_code, LanguageCode};
+use super::{response_code, ExtFields, LanguageCode};
 use crate::header::CommandHeader;
 use crate::Result;
 
@@ -62,7 +60,7 @@ pub struct RemotingCommand {
     /// Optional human-readable remark (errors carry their reason here).
     pub remark: Option<String>,
     /// The flattened typed header.
-    pub ext_fields: BTreeMap<String, String>,
+    pub ext_fields: ExtFields,
     /// Opaque body bytes.
     pub body: Bytes,
     /// Header serialization used on the wire; responses copy the request's.

@@ -2,14 +2,13 @@
 //! keys in alphabetical order, null fields omitted. Parsing is lenient about
 //! key order, missing fields and non-string `extFields` values.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use bytes::BufMut;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::{LanguageCode, RemotingCommand, SerializeType};
+use super::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use crate::FrameError;
 
 /// Appends the JSON header of `cmd` to `dst`.
@@ -116,68 +115,94 @@ struct WireHeader<'a> {
     #[serde(default)]
     remark: Option<String>,
     #[serde(default)]
-    ext_fields: Option<ExtFields>,
+    ext_fields: Option<WireExtFields>,
 }
 
 /// `extFields` values are strings in every known client; numbers and
-/// booleans are accepted as their decimal text and nulls are dropped.
-struct ExtFields(BTreeMap<String, String>);
+/// booleans are accepted as their decimal text and nulls are dropped. Keys
+/// and values are unescaped straight into the map's one text buffer.
+struct WireExtFields(ExtFields);
 
-impl<'de> Deserialize<'de> for ExtFields {
+impl<'de> Deserialize<'de> for WireExtFields {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct MapVisitor;
         impl<'de> Visitor<'de> for MapVisitor {
-            type Value = ExtFields;
+            type Value = WireExtFields;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an object of strings")
             }
-            fn visit_unit<E: de::Error>(self) -> Result<ExtFields, E> {
-                Ok(ExtFields(BTreeMap::new()))
+            fn visit_unit<E: de::Error>(self) -> Result<WireExtFields, E> {
+                Ok(WireExtFields(ExtFields::new()))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtFields, A::Error> {
-                let mut out = BTreeMap::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if let Some(StringLike(value)) = map.next_value::<Option<StringLike>>()? {
-                        out.insert(key, value);
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireExtFields, A::Error> {
+                let mut out = ExtFields::with_capacity(map.size_hint().unwrap_or(16), 256);
+                loop {
+                    let start = out.text_mut().len();
+                    if map.next_key_seed(AppendText(out.text_mut()))?.is_none() {
+                        break;
+                    }
+                    let value = out.text_mut().len();
+                    if map.next_value_seed(AppendText(out.text_mut()))? {
+                        out.commit(start, value);
+                    } else {
+                        // A null value: drop the key.
+                        out.text_mut().truncate(start);
                     }
                 }
-                Ok(ExtFields(out))
+                Ok(WireExtFields(out))
             }
         }
         d.deserialize_any(MapVisitor)
     }
 }
 
-struct StringLike(String);
+/// Appends a string, number or boolean to the buffer as its text; `false`
+/// for a null (nothing appended).
+struct AppendText<'a>(&'a mut String);
 
-impl<'de> Deserialize<'de> for StringLike {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = StringLike;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string, number or boolean")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<StringLike, E> {
-                Ok(StringLike(v.to_owned()))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<StringLike, E> {
-                Ok(StringLike(v))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<StringLike, E> {
-                Ok(StringLike(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<StringLike, E> {
-                Ok(StringLike(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<StringLike, E> {
-                Ok(StringLike(v.to_string()))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<StringLike, E> {
-                Ok(StringLike(v.to_string()))
-            }
-        }
-        d.deserialize_any(V)
+impl<'de> DeserializeSeed<'de> for AppendText<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for AppendText<'_> {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, number, boolean or null")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        self.0.push_str(v);
+        Ok(true)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
+        Ok(self.append(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<bool, E> {
+        Ok(self.append(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<bool, E> {
+        Ok(self.append(v))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        Ok(self.append(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+}
+
+impl AppendText<'_> {
+    fn append(self, v: impl fmt::Display) -> bool {
+        use std::fmt::Write;
+        // Writing to a String cannot fail.
+        let _ = write!(self.0, "{v}");
+        true
     }
 }
 
@@ -238,8 +263,8 @@ mod tests {
             64,
         )
         .expect("valid header");
-        assert_eq!(cmd.ext_fields.get("a").map(String::as_str), Some("1"));
-        assert_eq!(cmd.ext_fields.get("b").map(String::as_str), Some("true"));
+        assert_eq!(cmd.ext_fields.get("a"), Some("1"));
+        assert_eq!(cmd.ext_fields.get("b"), Some("true"));
         assert!(!cmd.ext_fields.contains_key("c"));
         assert_eq!(cmd.language, LanguageCode::Other);
     }

@@ -3,6 +3,7 @@
 
 pub mod binary_header;
 mod command;
+mod ext_fields;
 pub mod frame;
 pub mod json_header;
 mod language;
@@ -10,5 +11,6 @@ pub mod request_code;
 pub mod response_code;
 
 pub use command::{RemotingCommand, SerializeType, FLAG_ONEWAY, FLAG_RESPONSE, SLUICE_VERSION};
+pub use ext_fields::ExtFields;
 pub use frame::FrameLimits;
 pub use language::LanguageCode;

@@ -62,7 +62,14 @@ pub fn server_table(state: &Arc<ServerState>) -> HandlerTable {
         .with(
             ECHO,
             |_ctx: RequestContext, req: RemotingCommand| async move {
-                Some(ok(req.ext_fields.get("x").cloned().unwrap_or_default()).with_body(req.body))
+                Some(
+                    ok(req
+                        .ext_fields
+                        .get("x")
+                        .map(str::to_owned)
+                        .unwrap_or_default())
+                    .with_body(req.body),
+                )
             },
         )
         .with(
@@ -126,7 +133,7 @@ pub fn server_table(state: &Arc<ServerState>) -> HandlerTable {
 
 fn echo(x: &str) -> RemotingCommand {
     let mut req = RemotingCommand::request(ECHO).with_body(x.as_bytes().to_vec());
-    req.ext_fields.insert("x".into(), x.into());
+    req.ext_fields.insert("x", x);
     req
 }
 

@@ -2,11 +2,10 @@
 //! RocketMQ does not use), the requests' extFields, and the JSON bodies
 //! answered. Decoding never panics: bad input becomes a remark.
 
-use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use sluice_net::RemotingCommand;
+use sluice_net::{ExtFields, RemotingCommand};
 
 /// A raft message between controllers (oneway; body = protobuf `Message`).
 pub const RAFT_MESSAGE: i32 = 1950;
@@ -142,14 +141,14 @@ impl BrokerHeartbeat {
     pub fn to_request(&self) -> RemotingCommand {
         let mut request = RemotingCommand::request(BROKER_HEARTBEAT);
         let ext = &mut request.ext_fields;
-        ext.insert("group".into(), self.group.clone());
-        ext.insert("replicaId".into(), self.replica_id.to_string());
-        ext.insert("brokerAddr".into(), self.broker_addr.clone());
-        ext.insert("haAddr".into(), self.ha_addr.clone());
-        ext.insert("epoch".into(), self.epoch.to_string());
-        ext.insert("maxOffset".into(), self.max_offset.to_string());
+        ext.insert("group", self.group.clone());
+        ext.insert("replicaId", self.replica_id.to_string());
+        ext.insert("brokerAddr", self.broker_addr.clone());
+        ext.insert("haAddr", self.ha_addr.clone());
+        ext.insert("epoch", self.epoch.to_string());
+        ext.insert("maxOffset", self.max_offset.to_string());
         if self.restarted {
-            ext.insert("restarted".into(), "true".into());
+            ext.insert("restarted", "true");
         }
         request
     }
@@ -174,9 +173,9 @@ impl AlterInSync {
     pub fn to_request(&self) -> RemotingCommand {
         let mut request = RemotingCommand::request(ALTER_IN_SYNC);
         let ext = &mut request.ext_fields;
-        ext.insert("group".into(), self.group.clone());
-        ext.insert("masterId".into(), self.master_id.to_string());
-        ext.insert("masterEpoch".into(), self.master_epoch.to_string());
+        ext.insert("group", self.group.clone());
+        ext.insert("masterId", self.master_id.to_string());
+        ext.insert("masterEpoch", self.master_epoch.to_string());
         let body = serde_json::to_vec(&InSyncBody {
             in_sync: self.in_sync.clone(),
         })
@@ -201,7 +200,7 @@ impl AlterInSync {
     }
 }
 
-fn field<T: FromStr>(ext: &BTreeMap<String, String>, key: &str) -> Result<T, String> {
+fn field<T: FromStr>(ext: &ExtFields, key: &str) -> Result<T, String> {
     let raw = ext.get(key).ok_or_else(|| format!("missing `{key}`"))?;
     raw.parse().map_err(|_| format!("bad `{key}`: {raw:?}"))
 }
@@ -235,7 +234,7 @@ mod tests {
         };
         let mut request = alter.to_request();
         assert_eq!(AlterInSync::from_request(&request), Ok(alter));
-        request.ext_fields.insert("masterEpoch".into(), "-1".into());
+        request.ext_fields.insert("masterEpoch", "-1");
         let error = AlterInSync::from_request(&request).expect_err("negative epoch");
         assert!(error.contains("masterEpoch"), "{error}");
         request.body = bytes::Bytes::from_static(b"{");

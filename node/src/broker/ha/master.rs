@@ -266,12 +266,9 @@ async fn fetch<D: Disk, C: Clock>(
         gate
     };
     let mut out = RemotingCommand::success().with_body(bytes);
-    out.ext_fields
-        .insert(FIELD_EPOCH.to_owned(), epoch.to_string());
-    out.ext_fields
-        .insert(FIELD_AT.to_owned(), f.from.to_string());
-    out.ext_fields
-        .insert(FIELD_CONFIRMED.to_owned(), gate.to_string());
+    out.ext_fields.insert(FIELD_EPOCH, epoch.to_string());
+    out.ext_fields.insert(FIELD_AT, f.from.to_string());
+    out.ext_fields.insert(FIELD_CONFIRMED, gate.to_string());
     out
 }
 
