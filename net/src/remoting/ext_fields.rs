@@ -134,7 +134,7 @@ impl Table {
 
     /// The value of `key`, if present.
     fn get(&self, key: &str) -> Option<&str> {
-        self.find(key).ok().map(|i| self.value_at(i))
+        self.position(key).map(|i| self.value_at(i))
     }
 
     /// Sets `key` to `value`, replacing any earlier value.
@@ -186,9 +186,24 @@ impl Table {
         &self.text[s.value..s.end]
     }
 
+    /// Where `key` is (`Ok`) or would go (`Err`). Bytes compare in the
+    /// same order as the strings (UTF-8 keeps code point order).
     fn find(&self, key: &str) -> Result<usize, usize> {
+        let text = self.text.as_bytes();
         self.spans
-            .binary_search_by(|s| self.text[s.key..s.value].cmp(key))
+            .binary_search_by(|s| text[s.key..s.value].cmp(key.as_bytes()))
+    }
+
+    /// The index of `key`: a scan comparing lengths first for the usual
+    /// dozen fields, a binary search beyond.
+    fn position(&self, key: &str) -> Option<usize> {
+        if self.spans.len() > 16 {
+            return self.find(key).ok();
+        }
+        let (text, key) = (self.text.as_bytes(), key.as_bytes());
+        self.spans
+            .iter()
+            .position(|s| s.value - s.key == key.len() && &text[s.key..s.value] == key)
     }
 
     /// Puts a span whose bytes are already in `text` into its sorted place.
