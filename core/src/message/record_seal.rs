@@ -29,14 +29,20 @@ const SEAL_DIGITS: usize = 10;
 pub fn with_seal_placeholder(properties: &[u8]) -> Vec<u8> {
     let base = strip_seal(properties);
     let mut out = Vec::with_capacity(base.len() + 1 + SEAL_PROPERTY_BYTES);
-    out.extend_from_slice(base);
-    if needs_separator(base) {
-        out.push(0x02);
-    }
-    out.extend_from_slice(SEAL_PREFIX);
-    out.extend_from_slice(&[b'0'; SEAL_DIGITS]);
-    out.push(0x02);
+    put_sealed_properties(base, &mut out);
     out
+}
+
+/// Writes `base` (properties without a seal), a separator when needed and
+/// the seal with zeros for its digits.
+fn put_sealed_properties(base: &[u8], out: &mut impl BufMut) {
+    out.put_slice(base);
+    if needs_separator(base) {
+        out.put_u8(0x02);
+    }
+    out.put_slice(SEAL_PREFIX);
+    out.put_slice(&[b'0'; SEAL_DIGITS]);
+    out.put_u8(0x02);
 }
 
 /// A non-empty properties string must end with 0x02 before the seal follows.
@@ -67,13 +73,7 @@ pub fn sealed_len(msg: &MessageInput) -> Result<usize, EncodeError> {
 pub fn encode_sealed(msg: &MessageInput, stamp: &RecordStamp, body_crc: u32, out: &mut [u8]) {
     let base = strip_seal(&msg.properties);
     let mut w = msg.encode_before_properties(stamp, body_crc, out);
-    w.put_slice(base);
-    if needs_separator(base) {
-        w.put_u8(0x02);
-    }
-    w.put_slice(SEAL_PREFIX);
-    w.put_slice(&[b'0'; SEAL_DIGITS]);
-    w.put_u8(0x02);
+    put_sealed_properties(base, &mut w);
     debug_assert!(w.is_empty(), "sealed_len and encode_sealed disagree");
     let digits_at = out.len() - SEAL_DIGITS - 1;
     let crc = seal_crc(out, digits_at).expect("invariant: a record just encoded has a body");
