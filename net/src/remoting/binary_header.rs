@@ -134,8 +134,13 @@ pub fn decode(bytes: &[u8], ext_fields_max: usize) -> Result<RemotingCommand, Fr
         let key = ext.str(i64::from(key_len), "extFields key")?;
         let value_len = ext.i32("extFields value length")?;
         let value = ext.str(i64::from(value_len), "extFields value")?;
-        ext_fields.insert(key, value);
+        let text = ext_fields.text_mut();
+        let start = text.len();
+        text.push_str(key);
+        text.push_str(value);
+        ext_fields.push_decoded(start, start + key.len());
     }
+    ext_fields.finish_decoded();
     if !cur.bytes.is_empty() {
         return Err(FrameError::corrupt(format!(
             "{} trailing bytes after binary header",

@@ -99,16 +99,31 @@ impl ExtFields {
         self.iter().map(|(k, _)| k)
     }
 
-    /// Appends an entry whose key and value the caller has just written to
+    /// Records an entry whose key and value a decoder has just written to
     /// the end of [`ExtFields::text_mut`]: the key is `text[start..value]`
-    /// and the value `text[value..]`. Used by the decoders, which unescape
-    /// straight into the text.
-    pub(crate) fn commit(&mut self, start: usize, value: usize) {
-        self.table_mut().commit(start, value);
+    /// and the value `text[value..]`. Entries are kept in arrival order
+    /// until [`ExtFields::finish_decoded`], so a hostile header of many
+    /// keys in reverse order costs a sort, not a quadratic insertion.
+    pub(crate) fn push_decoded(&mut self, start: usize, value: usize) {
+        let table = self.table_mut();
+        debug_assert!(start <= value && value <= table.text.len());
+        let end = table.text.len();
+        table.spans.push(Span {
+            key: start,
+            value,
+            end,
+        });
+    }
+
+    /// Puts decoded entries in key order; of repeated keys the last wins.
+    pub(crate) fn finish_decoded(&mut self) {
+        if let Some(table) = &mut self.table {
+            table.sort_keeping_last();
+        }
     }
 
     /// The text buffer, for decoders that append a key and a value and then
-    /// [`ExtFields::commit`] them (or truncate back to drop them).
+    /// [`ExtFields::push_decoded`] them (or truncate back to drop them).
     pub(crate) fn text_mut(&mut self) -> &mut String {
         &mut self.table_mut().text
     }
@@ -168,10 +183,8 @@ impl Table {
         Some(value)
     }
 
-    /// Appends an entry whose key and value the caller has just written to
-    /// the end of the text with `text_mut`: the key is
-    /// `text[start..value]` and the value `text[value..]`. Used by the
-    /// decoders, which unescape straight into the text.
+    /// Places the entry whose key is `text[start..value]` and whose value
+    /// is the rest of the text.
     fn commit(&mut self, start: usize, value: usize) {
         debug_assert!(start <= value && value <= self.text.len());
         self.place(Span {
@@ -224,6 +237,27 @@ impl Table {
                 self.spans[i] = span;
                 self.compact_if_sparse();
             }
+        }
+    }
+
+    /// Sorts spans pushed in arrival order by key (a stable sort, so
+    /// repeated keys stay in arrival order) and keeps the last of each key.
+    fn sort_keeping_last(&mut self) {
+        let text = self.text.as_bytes();
+        let key = |s: &Span| &text[s.key..s.value];
+        self.spans.sort_by(|a, b| key(a).cmp(key(b)));
+        let before = self.spans.len();
+        // `dedup_by` passes the later span first and keeps the earlier one:
+        // move the later into its place.
+        self.spans.dedup_by(|later, earlier| {
+            let same = key(later) == key(earlier);
+            if same {
+                *earlier = *later;
+            }
+            same
+        });
+        if self.spans.len() < before {
+            self.compact_if_sparse();
         }
     }
 
@@ -327,6 +361,23 @@ mod tests {
         assert_eq!(ext.get(""), Some("x"));
         assert_eq!(ext.get("k"), Some(""));
         assert_eq!(ext.len(), 2);
+    }
+
+    #[test]
+    fn decoded_entries_are_sorted_and_the_last_repeat_wins() {
+        let mut ext = ExtFields::new();
+        for (k, v) in [("b", "1"), ("a", "2"), ("b", "3"), ("c", "4"), ("a", "5")] {
+            let start = ext.text_mut().len();
+            ext.text_mut().push_str(k);
+            let value = ext.text_mut().len();
+            ext.text_mut().push_str(v);
+            ext.push_decoded(start, value);
+        }
+        ext.finish_decoded();
+        assert_eq!(
+            ext.iter().collect::<Vec<_>>(),
+            [("a", "5"), ("b", "3"), ("c", "4")]
+        );
     }
 
     #[test]

@@ -143,12 +143,13 @@ impl<'de> Deserialize<'de> for WireExtFields {
                     }
                     let value = out.text_mut().len();
                     if map.next_value_seed(AppendText(out.text_mut()))? {
-                        out.commit(start, value);
+                        out.push_decoded(start, value);
                     } else {
                         // A null value: drop the key.
                         out.text_mut().truncate(start);
                     }
                 }
+                out.finish_decoded();
                 Ok(WireExtFields(out))
             }
         }
@@ -254,6 +255,26 @@ mod tests {
             put_int(&mut out, v);
             assert_eq!(out, v.to_string().into_bytes());
         }
+    }
+
+    #[test]
+    fn ext_fields_in_any_order_decode_sorted_and_a_repeated_key_keeps_its_last_value() {
+        use std::fmt::Write;
+        let mut json = String::from(r#"{"code":1,"extFields":{"#);
+        for i in (0..2000).rev() {
+            write!(json, r#""k{i:04}":"v{i}","#).expect("writes to a String");
+        }
+        json.push_str(r#""k0007":"again"}}"#);
+        let cmd = decode(json.as_bytes(), 4096).expect("valid header");
+        assert_eq!(cmd.ext_fields.len(), 2000);
+        let keys: Vec<&str> = cmd.ext_fields.keys().collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+        assert_eq!(cmd.ext_fields.get("k0007"), Some("again"));
+        assert_eq!(cmd.ext_fields.get("k1999"), Some("v1999"));
+        assert!(
+            decode(json.as_bytes(), 1999).is_err(),
+            "over the count limit"
+        );
     }
 
     #[test]
