@@ -71,12 +71,22 @@ async fn start() -> (tempfile::TempDir, Node) {
         )
         .await
         .expect("create topic");
+    admin.client().shutdown().await;
+    wait_routed(&node).await;
+    (dir, node)
+}
+
+/// Waits until the node's name server routes `TOPIC`. A (re)started node
+/// prints that it listens before its first registration reaches its fresh
+/// name server, and a send before then fails with `NoRoute`, as a
+/// RocketMQ producer's would.
+async fn wait_routed(node: &Node) {
+    let admin = Admin::new(client(node, "route-watch"));
     wait_for(Duration::from_secs(10), || async {
         admin.route(TOPIC).await.is_ok()
     })
     .await;
     admin.client().shutdown().await;
-    (dir, node)
 }
 
 /// What a listener decides, and how often it was asked.
@@ -506,6 +516,7 @@ async fn a_stale_or_bogus_tracker_snapshot_never_redelivers_or_loses_a_half() {
     let c = client(&node, "tx8d");
     let p = producer(&c, "txg", Scripted::new(Unknown, Unknown));
     end_eventually(&p, &at(&node, &one), Commit).await;
+    wait_routed(&node).await;
     let three = p
         .send_half(&Message::new(TOPIC, "three"))
         .await
