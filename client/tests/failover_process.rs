@@ -74,6 +74,7 @@ fn broker(dir: &Path, id: u32, namesrv: &str, controller: &str) -> Proc {
         "broker_name = \"{GROUP}\"\nbroker_id = {id}\nlisten = \"127.0.0.1:{}\"\n\
          listen_vip = false\nnamesrv_addrs = [\"{namesrv}\"]\ndata_dir = \"{}\"\n\
          flush_mode = \"async\"\ncommit_log_segment_bytes = 1048576\n\
+         index_slots = 1024\nindex_entries = 4096\ntimer_log_segment_bytes = 5600000\n\
          [replication]\nmode = \"sync\"\ncontroller_addrs = [\"{controller}\"]\n\
          ha_listen = \"127.0.0.1:{}\"\ncontroller_heartbeat_ms = 300\n\
          not_caught_up_ms = 3000\nack_timeout_ms = 2000\n",

@@ -16,10 +16,6 @@ use sluice_net::RemotingCommand;
 use support::{Client, Node};
 use tokio::time::Instant;
 
-/// Small store files, so each start allocates a few MB instead of 1.4 GB.
-const SMALL_STORE: &str =
-    "commit_log_segment_bytes = 1048576\nindex_slots = 1024\nindex_entries = 4096\n";
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -73,7 +69,7 @@ fn failed_message_is_retried_the_configured_times_then_dead_lettered() {
     let node = Node::start_with_config(
         dir.path(),
         "async",
-        &format!("{SMALL_STORE}delay_levels = \"1s\"\nmax_reconsume_times = 2\n"),
+        "delay_levels = \"1s\"\nmax_reconsume_times = 2\n",
     );
     runtime().block_on(async {
         let c = Client::new(&node.broker);
@@ -112,11 +108,7 @@ fn failed_message_is_retried_the_configured_times_then_dead_lettered() {
 #[test]
 fn delayed_message_survives_kill_9_and_arrives_once_not_early() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start_with_config(
-        dir.path(),
-        "async",
-        &format!("{SMALL_STORE}delay_levels = \"1s 3s\"\n"),
-    );
+    let node = Node::start_with_config(dir.path(), "async", "delay_levels = \"1s 3s\"\n");
     let rt = runtime();
     let (sent_at, parked) = rt.block_on(async {
         let c = Client::new(&node.broker);

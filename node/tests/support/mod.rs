@@ -86,6 +86,34 @@ pub fn spawn_until(command: &mut Command, ready: &str) -> Child {
     child
 }
 
+/// Store file sizes for test nodes. The defaults are RocketMQ's and every
+/// file is allocated in full (`posix_fallocate`), so a default node takes
+/// 1.4 GB of disk before its first message (a 1 GiB CommitLog segment, a
+/// 400 MB index file); a test suite that starts dozens of them filled a CI
+/// machine's disk (ENOSPC creating the index file).
+pub const SMALL_STORE: &str = "commit_log_segment_bytes = 16777216\n\
+                               index_slots = 4096\n\
+                               index_entries = 16384\n\
+                               timer_log_segment_bytes = 5600000\n";
+
+/// `broker_toml` preceded by each [`SMALL_STORE`] line whose key it does
+/// not set (top-level keys must come before any `[table]`).
+pub fn with_small_store(broker_toml: &str) -> String {
+    let mut out = String::new();
+    for line in SMALL_STORE.lines() {
+        let key = line.split('=').next().unwrap_or_default().trim();
+        let set = broker_toml
+            .lines()
+            .any(|l| l.split('=').next().is_some_and(|k| k.trim() == key));
+        if !set {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str(broker_toml);
+    out
+}
+
 /// A running standalone node.
 pub struct Node {
     child: Option<Child>,
@@ -127,18 +155,32 @@ impl Node {
     }
 
     /// Starts with a broker TOML file (written beside the data) whose
-    /// settings apply; the harness still picks the ports and data dir.
+    /// settings apply over [`SMALL_STORE`]'s; the harness still picks the
+    /// ports and data dir.
     pub fn start_with_config(data_dir: &Path, flush: &str, broker_toml: &str) -> Self {
-        let path = data_dir.join("broker.toml");
-        std::fs::write(&path, broker_toml).expect("write broker.toml");
         let ns = format!("127.0.0.1:{}", free_port());
         let broker = format!("127.0.0.1:{}", free_port_pair());
-        Self::launch(data_dir, flush, ns, broker, Some(path))
+        Self::launch_with(data_dir, flush, ns, broker, broker_toml)
     }
 
-    /// Starts on explicit addresses (restarts reuse them).
+    /// Starts on explicit addresses (restarts reuse them), with
+    /// [`SMALL_STORE`] files.
     pub fn start_on(data_dir: &Path, flush: &str, namesrv: String, broker: String) -> Self {
-        Self::launch(data_dir, flush, namesrv, broker, None)
+        Self::launch_with(data_dir, flush, namesrv, broker, "")
+    }
+
+    /// Writes `data_dir/broker.toml`: [`SMALL_STORE`]'s sizes that
+    /// `broker_toml` does not set, then `broker_toml`.
+    fn launch_with(
+        data_dir: &Path,
+        flush: &str,
+        namesrv: String,
+        broker: String,
+        broker_toml: &str,
+    ) -> Self {
+        let path = data_dir.join("broker.toml");
+        std::fs::write(&path, with_small_store(broker_toml)).expect("write broker.toml");
+        Self::launch(data_dir, flush, namesrv, broker, Some(path))
     }
 
     fn launch(
