@@ -6,43 +6,23 @@
 //! name servers one after another, each waiting out its timeout.
 
 mod namesrv_support;
+mod turmoil_clock;
 
 use std::time::Duration;
 
 use namesrv_support::route_request;
 use sluice_core::disk::SimDisk;
 use sluice_core::message::DEFAULT_TOPIC;
-use sluice_core::{Clock, StoreConfig};
+use sluice_core::StoreConfig;
 use sluice_net::remoting::response_code;
 use sluice_net::{RpcClient, RpcConfig, TurmoilTransport};
 use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
+use turmoil_clock::SimClock;
 
 const CLIENT_VERSION: i32 = 409;
 /// The live name server drops a broker silent this long.
 const EXPIRY_MS: u64 = 3_000;
-
-/// The host's simulated tokio time as a `Clock`.
-#[derive(Clone)]
-struct SimClock {
-    origin: tokio::time::Instant,
-}
-
-impl Clock for SimClock {
-    fn wall_ms(&self) -> u64 {
-        u64::try_from(self.monotonic().as_millis()).expect("simulations are short")
-    }
-
-    fn monotonic(&self) -> Duration {
-        self.origin.elapsed()
-    }
-}
-
-fn clock() -> SimClock {
-    SimClock {
-        origin: tokio::time::Instant::now(),
-    }
-}
 
 #[test]
 fn a_hung_name_server_does_not_delay_registration_with_the_others() {
@@ -66,7 +46,7 @@ fn a_hung_name_server_does_not_delay_registration_with_the_others() {
             scan_interval_ms: 500,
             ..NameServerConfig::default()
         };
-        let _server = NameServer::start(config, clock(), &TurmoilTransport).await?;
+        let _server = NameServer::start(config, SimClock::start(), &TurmoilTransport).await?;
         std::future::pending::<()>().await;
         Ok(())
     });
@@ -88,7 +68,7 @@ fn a_hung_name_server_does_not_delay_registration_with_the_others() {
                 },
                 ..BrokerConfig::default()
             };
-            let broker = Broker::open(disk, clock(), config).await?;
+            let broker = Broker::open(disk, SimClock::start(), config).await?;
             broker
                 .serve(TurmoilTransport, std::future::pending(), |_| {})
                 .await?;

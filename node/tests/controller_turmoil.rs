@@ -4,37 +4,23 @@
 //! of their leader with power loss (each `SimDisk` lives outside its host),
 //! and a restarted controller catches up. The same seed gives the same run.
 
+mod turmoil_clock;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_core::disk::SimDisk;
-use sluice_core::Clock;
 use sluice_net::TurmoilTransport;
 use sluice_node::controller::{
     AlterInSync, BrokerHeartbeat, Controller, ControllerClient, ControllerConfig, GroupView,
 };
+use turmoil_clock::SimClock;
 
 const GROUP: &str = "broker-a";
 const PORT: u16 = 9878;
 const BROKER_TIMEOUT_MS: u64 = 3_000;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The host's simulated tokio time as a `Clock`.
-#[derive(Clone)]
-struct SimClock {
-    origin: tokio::time::Instant,
-}
-
-impl Clock for SimClock {
-    fn wall_ms(&self) -> u64 {
-        u64::try_from(self.monotonic().as_millis()).expect("simulations are short")
-    }
-
-    fn monotonic(&self) -> Duration {
-        self.origin.elapsed()
-    }
-}
 
 fn host(id: u64) -> String {
     format!("ctl{id}")
@@ -100,9 +86,7 @@ impl Cluster {
                         log_entries_max: 8,
                         ..ControllerConfig::new(id, peers(), format!("0.0.0.0:{PORT}"))
                     };
-                    let clock = SimClock {
-                        origin: tokio::time::Instant::now(),
-                    };
+                    let clock = SimClock::start();
                     let controller =
                         Controller::start(config, disk, clock, &TurmoilTransport).await?;
                     loop {

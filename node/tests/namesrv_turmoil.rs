@@ -3,35 +3,20 @@
 //! re-registers every 30 s stays routed.
 
 mod namesrv_support;
+mod turmoil_clock;
 
 use std::time::Duration;
 
 use namesrv_support::{register, register_body, route_request};
-use sluice_core::Clock;
 use sluice_net::remoting::response_code;
 use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TurmoilTransport};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
+use turmoil_clock::SimClock;
 
 const NAMESRV: &str = "namesrv";
 const NAMESRV_ADDR: &str = "namesrv:9876";
 const TIMEOUT: Duration = Duration::from_secs(3);
 const CLIENT_VERSION: i32 = 409;
-
-/// The host's simulated tokio time as a `Clock`.
-#[derive(Clone)]
-struct SimClock {
-    origin: tokio::time::Instant,
-}
-
-impl Clock for SimClock {
-    fn wall_ms(&self) -> u64 {
-        u64::try_from(self.monotonic().as_millis()).expect("simulations are short")
-    }
-
-    fn monotonic(&self) -> Duration {
-        self.origin.elapsed()
-    }
-}
 
 fn simulation(seed: u64) -> turmoil::Sim<'static> {
     let mut sim = turmoil::Builder::new()
@@ -43,9 +28,7 @@ fn simulation(seed: u64) -> turmoil::Sim<'static> {
             listen_addr: "0.0.0.0:9876".into(),
             ..NameServerConfig::default()
         };
-        let clock = SimClock {
-            origin: tokio::time::Instant::now(),
-        };
+        let clock = SimClock::start();
         let _server = NameServer::start(config, clock, &TurmoilTransport).await?;
         std::future::pending::<()>().await;
         Ok(())
@@ -127,9 +110,7 @@ fn shorter_configured_expiry_applies() {
             scan_interval_ms: 1_000,
             ..NameServerConfig::default()
         };
-        let clock = SimClock {
-            origin: tokio::time::Instant::now(),
-        };
+        let clock = SimClock::start();
         let _server = NameServer::start(config, clock, &TurmoilTransport).await?;
         std::future::pending::<()>().await;
         Ok(())
