@@ -13,8 +13,8 @@ use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::{handler, DiskOffsetFile, PullStatus};
 use sluice_client::{
     Admin, ClientConfig, ClientInstance, ConsumeFrom, ConsumeResult, Message, MessageExt,
-    MessageModel, Producer, ProducerConfig, PullConsumer, PushConsumer, PushConsumerConfig,
-    SendStatus, Subscription,
+    MessageModel, MessageQueue, Producer, ProducerConfig, PullConsumer, PushConsumer,
+    PushConsumerConfig, SendStatus, Subscription,
 };
 use sluice_core::disk::MmapDisk;
 use sluice_core::SystemClock;
@@ -272,13 +272,26 @@ async fn a_group_splits_queues_exactly_and_reconverges_when_a_member_leaves() {
     let producer = Producer::new(client(&node, "p"), ProducerConfig::new("pg"));
     let seen = Seen::default();
     let mut members = Vec::new();
-    for name in ["c1", "c2", "c3"] {
+    // What each member's queue listener was last told.
+    let told: Vec<Arc<Mutex<Option<Vec<MessageQueue>>>>> = (0..3).map(|_| Arc::default()).collect();
+    for (i, name) in ["c1", "c2", "c3"].into_iter().enumerate() {
         let c =
             PushConsumer::new(client(&node, name), push_config("split-group")).expect("consumer");
         c.subscribe(Subscription::all("Split"));
+        let last = Arc::clone(&told[i]);
+        c.on_queues_changed(move |queues| {
+            *last.lock().expect("lock") = Some(queues.to_vec());
+        });
         c.start(seen.handler()).await.expect("start");
         members.push(c);
     }
+    // Every change was told: the listener's last word is the assignment.
+    let told_is_assigned = |members: &[PushConsumer<TokioTransport, SystemClock>]| {
+        members
+            .iter()
+            .zip(&told)
+            .all(|(m, last)| last.lock().expect("lock").as_deref() == Some(m.assigned().as_slice()))
+    };
     let exact = |members: &[PushConsumer<TokioTransport, SystemClock>]| {
         let mut owned: Vec<_> = members
             .iter()
@@ -295,6 +308,7 @@ async fn a_group_splits_queues_exactly_and_reconverges_when_a_member_leaves() {
             && members
                 .iter()
                 .all(|m| m.assigned().iter().any(|q| q.topic == "Split"))
+            && told_is_assigned(&members)
     })
     .await;
     let mut bodies = BTreeSet::new();
@@ -308,7 +322,10 @@ async fn a_group_splits_queues_exactly_and_reconverges_when_a_member_leaves() {
     }
     let leaving = members.pop().expect("member");
     leaving.shutdown().await;
-    wait_for(Duration::from_secs(20), || async { exact(&members) }).await;
+    wait_for(Duration::from_secs(20), || async {
+        exact(&members) && told_is_assigned(&members)
+    })
+    .await;
     for i in 100..200 {
         let body = format!("m{i}");
         producer

@@ -168,7 +168,11 @@ struct Inner<T: Transport, C: Clock> {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     running: AtomicBool,
     rebalance_now: Mutex<Option<Arc<Notify>>>,
+    queues_changed: Mutex<Option<QueuesListener>>,
 }
+
+/// Told the member's queues (every topic) after a rebalance changed them.
+type QueuesListener = Arc<dyn Fn(&[MessageQueue]) + Send + Sync>;
 
 /// A push consumer. Cheap to clone; clones share state.
 pub struct PushConsumer<T: Transport, C: Clock> {
@@ -208,6 +212,7 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
                 tasks: Mutex::new(Vec::new()),
                 running: AtomicBool::new(false),
                 rebalance_now: Mutex::new(None),
+                queues_changed: Mutex::new(None),
             }),
         })
     }
@@ -227,6 +232,15 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
     /// The queues this member currently owns.
     pub fn assigned(&self) -> Vec<MessageQueue> {
         lock(&self.inner.queues).keys().cloned().collect()
+    }
+
+    /// Calls `listener` with the queues this member owns (as
+    /// [`PushConsumer::assigned`]) each time a rebalance changes them, as
+    /// RocketMQ's `MessageQueueListener`: every change, however briefly
+    /// it holds, where polling `assigned` can miss one. Replaces any
+    /// earlier listener.
+    pub fn on_queues_changed(&self, listener: impl Fn(&[MessageQueue]) + Send + Sync + 'static) {
+        *lock(&self.inner.queues_changed) = Some(Arc::new(listener));
     }
 
     /// The configuration.
@@ -454,12 +468,21 @@ impl<T: Transport, C: Clock> PushConsumer<T, C> {
             .filter(|q| q.topic == sub.topic)
             .cloned()
             .collect();
+        let mut changed = false;
         for mq in current.iter().filter(|q| !mine.contains(*q)) {
             self.drop_queue(mq).await;
+            changed = true;
         }
         for mq in mine.into_iter().filter(|q| !current.contains(q)) {
-            if let Err(e) = self.add_queue(mq.clone(), sub.clone()).await {
-                tracing::debug!(queue = ?mq, error = %e, "cannot start queue");
+            match self.add_queue(mq.clone(), sub.clone()).await {
+                Ok(()) => changed = true,
+                Err(e) => tracing::debug!(queue = ?mq, error = %e, "cannot start queue"),
+            }
+        }
+        if changed {
+            let listener = lock(&self.inner.queues_changed).clone();
+            if let Some(listener) = listener {
+                listener(&self.assigned());
             }
         }
         Ok(())
