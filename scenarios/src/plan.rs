@@ -220,9 +220,17 @@ pub enum Fault {
         /// The member (`0..group_members`).
         member: u32,
     },
-    /// Crash group member `member`'s host (its process dies; it is not
-    /// restarted): the broker must drop it and the others take its queues.
+    /// Crash group member `member`'s host (its process dies with whatever
+    /// it consumed but had not committed): the broker must drop it and the
+    /// others take its queues.
     CrashMember {
+        /// The member.
+        member: u32,
+    },
+    /// Start crashed member `member` again: a new process with the same
+    /// client id, which rejoins the group and resumes from the group's
+    /// committed offsets (a deploy's restart). Ignored unless it crashed.
+    RestartMember {
         /// The member.
         member: u32,
     },

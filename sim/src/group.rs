@@ -7,13 +7,13 @@
 //! reports what is missing).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
 use sluice_client::consumer::handler;
 use sluice_client::{
-    ConsumeFrom, ConsumeResult, MessageExt, MessageModel, PullConsumer, PushConsumer,
+    ConsumeFrom, ConsumeResult, MessageExt, MessageModel, MessageQueue, PullConsumer, PushConsumer,
     PushConsumerConfig, Subscription, TurmoilTransport,
 };
 
@@ -63,6 +63,8 @@ pub struct GroupProgress {
     pub owned: RefCell<BTreeMap<u32, Vec<i32>>>,
     /// Simulated ms of the last change to `owned`.
     pub owned_changed_ms: Cell<u64>,
+    /// Members whose host is crashed now (a `RestartMember` starts them).
+    pub crashed: RefCell<BTreeSet<u32>>,
 }
 
 impl GroupProgress {
@@ -110,6 +112,13 @@ pub async fn member(
         },
     )?;
     consumer.subscribe(Subscription::all(TOPIC));
+    // Every assignment a rebalance makes, however briefly it holds (a
+    // member may own a queue for less than a look interval, and consume
+    // from it): looking at `assigned()` alone could miss it.
+    let (tell, mut told) = tokio::sync::mpsc::unbounded_channel();
+    consumer.on_queues_changed(move |queues| {
+        let _ = tell.send(topic_queues(queues));
+    });
     let recorder = history.clone();
     consumer
         .start(handler(move |mut msgs: Vec<MessageExt>| {
@@ -124,25 +133,35 @@ pub async fn member(
         .await?;
     let mut owned: Option<Vec<i32>> = None;
     while !progress.stop.get() {
-        let now: Vec<i32> = consumer
-            .assigned()
-            .iter()
-            .filter(|mq| mq.topic == TOPIC)
-            .map(|mq| mq.queue_id)
-            .collect();
-        if owned.as_ref() != Some(&now) {
-            history.record(Event::Rebalanced {
-                member,
-                queues: now.clone(),
-            });
-            progress.owned.borrow_mut().insert(member, now.clone());
-            progress.owned_changed_ms.set(sim_ms());
-            owned = Some(now);
+        let mut seen = Vec::new();
+        while let Ok(queues) = told.try_recv() {
+            seen.push(queues);
+        }
+        seen.push(topic_queues(&consumer.assigned()));
+        for now in seen {
+            if owned.as_ref() != Some(&now) {
+                history.record(Event::Rebalanced {
+                    member,
+                    queues: now.clone(),
+                });
+                progress.owned.borrow_mut().insert(member, now.clone());
+                progress.owned_changed_ms.set(sim_ms());
+                owned = Some(now);
+            }
         }
         tokio::time::sleep(MEMBER_LOOK_INTERVAL).await;
     }
     consumer.shutdown().await;
     Ok(())
+}
+
+/// The ids of `queues` that belong to [`TOPIC`] (not the retry topic).
+fn topic_queues(queues: &[MessageQueue]) -> Vec<i32> {
+    queues
+        .iter()
+        .filter(|mq| mq.topic == TOPIC)
+        .map(|mq| mq.queue_id)
+        .collect()
 }
 
 /// One `Consumed` event per queue among `msgs`, in the order given. The

@@ -1,11 +1,12 @@
-//! Consumer-group members that join late or crash: a member the plan
-//! crashes runs as a turmoil host (only hosts can crash), one that joins
-//! late starts when its `JoinMember` fault fires. A crashed member owns
-//! nothing from then on. The duplicate check: a message the group consumed
-//! twice must be explained — the member that consumed it first crashed
-//! before the repeat, or lost the message's queue in a rebalance in
-//! between (or just after: members rebalance independently); anything else (two owners consuming one queue at once, a
-//! member repeating what it had committed) is a violation.
+//! Consumer-group members that join late, crash or restart: a member the
+//! plan crashes runs as a turmoil host (only hosts can crash), one that
+//! joins late starts when its `JoinMember` fault fires. A crashed member
+//! owns nothing until a `RestartMember` starts its host again. The
+//! duplicate check: a message the group consumed twice must be explained —
+//! the member that consumed it first crashed between the two, or lost the
+//! message's queue in a rebalance in between (or just after: members
+//! rebalance independently); anything else (two owners consuming one queue
+//! at once, a member repeating what it had committed) is a violation.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -52,8 +53,10 @@ pub fn start_member(
     }
 }
 
-/// Applies `JoinMember` (starts the member) or `CrashMember` (crashes its
-/// host; from `now_ms` on it owns nothing, which the history records).
+/// Applies `JoinMember` (starts the member), `CrashMember` (crashes its
+/// host; from `now_ms` on it owns nothing, which the history records) or
+/// `RestartMember` (starts a crashed member's host again: the same
+/// software, so the same client id, from nothing but the broker's state).
 pub fn apply_fault(
     sim: &mut turmoil::Sim<'_>,
     plan: &Plan,
@@ -65,6 +68,9 @@ pub fn apply_fault(
     match fault {
         Fault::JoinMember { member } => start_member(sim, plan, member, progress, history, true),
         Fault::CrashMember { member } => {
+            if !progress.crashed.borrow_mut().insert(member) {
+                return;
+            }
             sim.crash(member_host(member));
             progress.owned.borrow_mut().remove(&member);
             progress.owned_changed_ms.set(now_ms);
@@ -76,6 +82,10 @@ pub fn apply_fault(
                 },
             );
         }
+        // A shrunk plan may restart a member it never crashed: ignored.
+        Fault::RestartMember { member } if progress.crashed.borrow_mut().remove(&member) => {
+            sim.bounce(member_host(member));
+        }
         _ => {}
     }
 }
@@ -83,8 +93,10 @@ pub fn apply_fault(
 /// Members rebalance independently (on the broker's notification, or at
 /// their 1 s rebalance interval), so a new owner may start consuming a
 /// queue before the old owner lets it go — and the member records its
-/// assignment every 20 ms. A repeat is explained by the first consumer
-/// losing the queue no later than this long after the repeat.
+/// assignment every 20 ms. A repeat is explained by either consumer
+/// losing the queue no later than this long after the repeat (at start-up
+/// every member that sees itself alone in the consumer list takes all
+/// queues, and the later one to rebalance may be either).
 const REBALANCE_LAG_MS: u64 = 1_000;
 
 /// One consumption of a message: when, by whom, from which queue.
@@ -99,14 +111,12 @@ struct Consumption {
 /// other group plans have causes this check does not model (a broker
 /// crash losing commits, a cut-off member consuming what it had fetched).
 pub fn unexplained_duplicates(plan: &Plan, entries: &[Entry]) -> Vec<Violation> {
-    let crashed: BTreeMap<u32, u64> = plan
-        .faults
-        .iter()
-        .filter_map(|f| match f.fault {
-            Fault::CrashMember { member } => Some((member, f.at_ms)),
-            _ => None,
-        })
-        .collect();
+    let mut crashed: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for f in &plan.faults {
+        if let Fault::CrashMember { member } = f.fault {
+            crashed.entry(member).or_default().push(f.at_ms);
+        }
+    }
     if crashed.is_empty() {
         return Vec::new();
     }
@@ -139,10 +149,18 @@ pub fn unexplained_duplicates(plan: &Plan, entries: &[Entry]) -> Vec<Violation> 
     for (id, times) in consumed {
         for pair in times.windows(2) {
             let (first, again) = (&pair[0], &pair[1]);
+            // A restarted member's crash explains only repeats of what it
+            // consumed before that crash.
             let crash_explains = crashed
                 .get(&first.member)
-                .is_some_and(|c| *c <= again.at_ms);
-            if !crash_explains && !lost_queue(first.member, first.queue, first.at_ms, again.at_ms) {
+                .is_some_and(|cs| cs.iter().any(|c| (first.at_ms..=again.at_ms).contains(c)));
+            // Either may be the one that gives the queue up: a member that
+            // starts (or restarts) alone in the consumer list takes every
+            // queue until its next rebalance.
+            let moved = [first.member, again.member]
+                .into_iter()
+                .any(|m| lost_queue(m, first.queue, first.at_ms, again.at_ms));
+            if !crash_explains && !moved {
                 found.push(Violation::UnexplainedDuplicate {
                     id: id.clone(),
                     first: (first.member, first.at_ms),

@@ -456,7 +456,9 @@ fn safety_phase(
                         skew.step(by_ms);
                     }
                 }
-                fault @ (Fault::JoinMember { .. } | Fault::CrashMember { .. }) => {
+                fault @ (Fault::JoinMember { .. }
+                | Fault::CrashMember { .. }
+                | Fault::RestartMember { .. }) => {
                     crate::member_crash::apply_fault(sim, plan, fault, now, progress, history);
                 }
             }

@@ -182,7 +182,8 @@ impl FaultClass {
             | Fault::LoseConsumeQueues { .. }
             | Fault::RepairBrokerFromNamesrv { .. }
             | Fault::RepairClientsFromNamesrv { .. }
-            | Fault::JoinMember { .. } => None,
+            | Fault::JoinMember { .. }
+            | Fault::RestartMember { .. } => None,
         }
     }
 }
@@ -561,6 +562,7 @@ fn closes(opener: Fault, fault: Fault) -> bool {
         | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
         | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b })
         | (Fault::JoinMember { member: a }, Fault::CrashMember { member: b })
+        | (Fault::CrashMember { member: a }, Fault::RestartMember { member: b })
         | (
             Fault::PartitionClientsFromNamesrv { namesrv: a },
             Fault::RepairClientsFromNamesrv { namesrv: b },

@@ -8,7 +8,9 @@
 //! survivors take its queues. Every acknowledged message is consumed; a message consumed
 //! twice is explained by the crash or a queue moving in a rebalance;
 //! committed offsets never skip an unconsumed message; lag reaches zero
-//! with every queue owned by exactly one live member.
+//! with every queue owned by exactly one live member. A victim that
+//! restarts (half the plans) rejoins and resumes from the committed offsets,
+//! never below what the group had committed by its crash.
 
 use scenarios::{Fault, Plan};
 use sim::history::{Entry, Event};
@@ -34,6 +36,8 @@ struct Coverage {
     /// Runs whose victim was cut off before its crash (the broker had to
     /// expire it) in which the survivors took over.
     took_over_after_expiry: usize,
+    /// Runs whose victim restarted, rejoined and consumed again.
+    restarted_and_consumed: usize,
 }
 
 #[test]
@@ -63,6 +67,11 @@ fn survivors_take_over_a_crashed_members_queues_and_lose_nothing() {
                 seen.victim_consumed += 1;
             }
             seen.redelivered_after_crash += redelivered(entries, crash_ms, victim);
+            if let Some(restart_ms) = restart(&plan) {
+                let resumed = resumed(entries, crash_ms, restart_ms, victim)
+                    .map_err(|why| report.describe(&why))?;
+                seen.restarted_and_consumed += usize::from(resumed);
+            }
             if !entries
                 .iter()
                 .any(|e| matches!(e.event, Event::GroupSettled))
@@ -75,6 +84,50 @@ fn survivors_take_over_a_crashed_members_queues_and_lose_nothing() {
     assert!(seen.survivors_took_over > 0, "{seen:?}");
     assert!(seen.took_over_after_expiry > 0, "{seen:?}");
     assert!(seen.victim_consumed > 0, "{seen:?}");
+    assert!(seen.restarted_and_consumed > 0, "{seen:?}");
+}
+
+/// The plan's restart of its victim, if it has one.
+fn restart(plan: &Plan) -> Option<u64> {
+    plan.faults.iter().find_map(|f| match f.fault {
+        Fault::RestartMember { .. } => Some(f.at_ms),
+        _ => None,
+    })
+}
+
+/// Whether `victim`, restarted at `restart_ms`, consumed again; an error if
+/// it consumed an offset below what the group had committed for that queue
+/// by its crash (a restart resumes from the committed offsets).
+fn resumed(entries: &[Entry], crash_ms: u64, restart_ms: u64, victim: u32) -> Result<bool, String> {
+    let mut committed = std::collections::BTreeMap::new();
+    for e in entries.iter().take_while(|e| e.at_ms <= crash_ms) {
+        if let Event::Committed { queue, offset } = e.event {
+            committed.insert(queue, offset);
+        }
+    }
+    let mut consumed = false;
+    for e in entries.iter().filter(|e| e.at_ms >= restart_ms) {
+        if let Event::Consumed {
+            member,
+            queue,
+            records,
+        } = &e.event
+        {
+            if *member != victim {
+                continue;
+            }
+            consumed = true;
+            let floor = committed.get(queue).copied().unwrap_or(0);
+            if let Some((offset, id)) = records.iter().find(|(o, _)| *o < floor) {
+                return Err(format!(
+                    "restarted member {victim} consumed {id} at {queue}:{offset} at {} ms, \
+                     below the offset {floor} the group had committed by its crash",
+                    e.at_ms
+                ));
+            }
+        }
+    }
+    Ok(consumed)
 }
 
 /// The plan's crash: when, and which member.
@@ -126,8 +179,9 @@ fn redelivered(entries: &[Entry], crash_ms: u64, victim: u32) -> usize {
 }
 
 /// The duplicate check: a repeat is explained by a crash of the member
-/// that consumed first, or by that member losing the queue in between;
-/// two members consuming one queue at once is not.
+/// that consumed first, or by either member losing the queue in between
+/// (or just after); two members consuming one queue at once and keeping
+/// it is not.
 #[test]
 fn an_unexplained_repeated_consumption_is_a_violation() {
     let plan = Plan::consumer_crash(1);
@@ -158,6 +212,29 @@ fn an_unexplained_repeated_consumption_is_a_violation() {
     assert_eq!(
         sim::member_crash::unexplained_duplicates(&plan, &after_rebalance),
         vec![]
+    );
+    let second_gives_up = [
+        consumed(other, 1),
+        consumed(victim, 9),
+        owns(victim, 30, vec![1]),
+    ];
+    assert_eq!(
+        sim::member_crash::unexplained_duplicates(&plan, &second_gives_up),
+        vec![]
+    );
+    // A crash explains repeats only of what was consumed before it: after
+    // a restart the victim is held to the rule like anyone else.
+    let after_restart = [
+        consumed(victim, crash_ms + 5),
+        consumed(other, crash_ms + 50),
+    ];
+    assert_eq!(
+        sim::member_crash::unexplained_duplicates(&plan, &after_restart),
+        vec![Violation::UnexplainedDuplicate {
+            id: "p0-0".into(),
+            first: (victim, crash_ms + 5),
+            again: (other, crash_ms + 50),
+        }]
     );
     let two_owners = [consumed(other, 1), consumed(victim, 9)];
     assert_eq!(

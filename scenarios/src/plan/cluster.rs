@@ -113,7 +113,9 @@ impl Plan {
     /// being reassigned (up to 1.5 s after the join), sometimes just
     /// before it, sometimes the joiner itself; sometimes an older victim
     /// is cut off from the broker just before, so only its silence tells
-    /// the broker it is gone. The broker must drop the
+    /// the broker it is gone; in half the plans the victim restarts 0.3–4 s
+    /// later with the same client id (sometimes before the broker has
+    /// expired its old connection) and rejoins. The broker must drop the
     /// dead member and the survivors take its queues: nothing acknowledged
     /// is lost, duplicates only where the crash (or a queue moving) explains
     /// them, committed offsets never skip, lag reaches zero.
@@ -157,6 +159,12 @@ impl Plan {
             faults.push(TimedFault {
                 at_ms: crash_ms + rng.random_range(500..=3_000),
                 fault: Fault::RepairMember { member },
+            });
+        }
+        if rng.random_bool(0.5) {
+            faults.push(TimedFault {
+                at_ms: crash_ms + rng.random_range(300..=4_000),
+                fault: Fault::RestartMember { member: victim },
             });
         }
         faults.sort_by_key(|f| f.at_ms);

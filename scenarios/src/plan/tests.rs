@@ -109,6 +109,7 @@ fn namesrv_plans_heal_every_cut_and_vary_replication() {
 #[test]
 fn consumer_crash_plans_crash_one_member_around_the_join() {
     let mut victims = std::collections::BTreeSet::new();
+    let mut restarted = 0;
     for seed in 0..200 {
         let plan = Plan::consumer_crash(seed);
         let members = plan.workload.group_members;
@@ -145,11 +146,32 @@ fn consumer_crash_plans_crash_one_member_around_the_join() {
         }
         assert!(crash_ms.abs_diff(joins[0].at_ms) <= 1_500);
         victims.insert(victim == members - 1);
+        let restarts: Vec<_> = plan
+            .faults
+            .iter()
+            .filter_map(|f| match f.fault {
+                Fault::RestartMember { member } => Some((f.at_ms, member)),
+                _ => None,
+            })
+            .collect();
+        assert!(restarts.len() <= 1, "seed {seed}: {plan:?}");
+        if let Some(&(restart_ms, member)) = restarts.first() {
+            assert_eq!(member, victim, "seed {seed}: only the victim restarts");
+            assert!(
+                (crash_ms + 300..=crash_ms + 4_000).contains(&restart_ms),
+                "seed {seed}: {plan:?}"
+            );
+            restarted += 1;
+        }
     }
     assert_eq!(
         victims.len(),
         2,
         "both the joiner and an older member crash"
+    );
+    assert!(
+        (60..=140).contains(&restarted),
+        "about half the victims restart: {restarted} of 200"
     );
 }
 
