@@ -16,7 +16,10 @@ impl Plan {
     /// up to twice) and long-polling consumers read, then frees up. With
     /// tiny segments, sends needing a new CommitLog segment fail while it
     /// is full; the broker serves again once space returns, without a
-    /// restart.
+    /// restart. In a third of the plans the broker also crashes while the
+    /// disk is full (with power loss or not) and is restarted before space
+    /// returns: it must start on the full disk, or fail to and be started
+    /// again by its supervisor, and lose nothing either way.
     pub fn disk_full(seed: u64) -> Self {
         let mut workload = workload(seed);
         workload.retries_max = 2;
@@ -24,16 +27,23 @@ impl Plan {
         workload.long_poll_consumers = true;
         let mut rng = substream(seed, Salt::Faults);
         let at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 3);
-        let faults = vec![
+        let free_ms = at_ms + rng.random_range(300..=1_500);
+        let mut faults = vec![
             TimedFault {
                 at_ms,
                 fault: Fault::FillBrokerDisk,
             },
             TimedFault {
-                at_ms: at_ms + rng.random_range(300..=1_500),
+                at_ms: free_ms,
                 fault: Fault::FreeBrokerDisk,
             },
         ];
+        if rng.random_bool(1.0 / 3.0) {
+            let crash_ms = rng.random_range(at_ms + 10..=u64::midpoint(at_ms, free_ms));
+            push_crash(&mut faults, crash_ms, rng.random_bool(0.5));
+            push_restart(&mut faults, rng.random_range(crash_ms + 20..free_ms));
+            faults.sort_by_key(|f| f.at_ms);
+        }
         let mut plan = Self::new(seed, workload, faults, None);
         plan.tuning.tiny_files = true;
         plan
