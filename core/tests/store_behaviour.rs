@@ -300,6 +300,115 @@ fn enospc_rolling_an_index_file_defers_dispatch_until_space_returns() {
 }
 
 #[test]
+fn a_store_restarted_on_a_full_disk_opens_serves_reads_and_catches_up() {
+    let disk = SimDisk::new(9);
+    let clock = ManualClock::new(T0_MS);
+    let cfg = StoreConfig {
+        index_slots: 4,
+        index_entries: 4,
+        ..StoreConfig::for_tests()
+    };
+    let store = open(&disk, &clock, cfg.clone());
+    let put = |store: &MessageStore<SimDisk, ManualClock>, i: usize| {
+        let b = body(i);
+        let key = format!("k{i}");
+        let a = block_on(store.put(msg("T", 0, &b, Some(&key), None), true)).expect("put");
+        (a.queue_offset, b)
+    };
+    // Keyed records past the checkpoint: their index files roll, and
+    // recovery drops the files the checkpoint does not name, so the scan
+    // after the safe point must create index files again.
+    let mut acked: Vec<Vec<u8>> = (0..12).map(|i| put(&store, i).1).collect();
+    drop(store);
+    disk.process_crash();
+    disk.set_full(true);
+    let enospc_before = disk.stats().enospc;
+    let store = block_on(MessageStore::open(disk.clone(), clock.clone(), cfg))
+        .expect("a store opens on a full disk");
+    assert!(
+        disk.stats().enospc > enospc_before,
+        "recovery never needed a new file"
+    );
+    // Reads are served: what recovery could dispatch is visible, in order.
+    let visible = bodies(&store, "T", 0);
+    assert!(visible.len() < acked.len(), "nothing was left undispatched");
+    assert_eq!(visible, acked[..visible.len()]);
+    // A put fitting the active segment is stored while full, after every
+    // record the queue holds, dispatched or not: never a reused offset.
+    let (offset, b) = put(&store, 12);
+    assert_eq!(offset, QueueOffset(12));
+    acked.push(b);
+    // Space returns: the interval flush dispatches the rest.
+    disk.set_full(false);
+    block_on(store.flush()).expect("flush");
+    let got = all_bodies(&store, "T", 0);
+    let want: Vec<(u64, Vec<u8>)> = acked
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(q, b)| (q as u64, b))
+        .collect();
+    assert_eq!(got, want);
+    // And the next start, with space, finds the same.
+    drop(store);
+    disk.process_crash();
+    let store = open(
+        &disk,
+        &clock,
+        StoreConfig {
+            index_slots: 4,
+            index_entries: 4,
+            ..StoreConfig::for_tests()
+        },
+    );
+    assert_eq!(all_bodies(&store, "T", 0), want);
+}
+
+/// Space returns while the store opens: recovery's dispatch stopped at a
+/// file it could not create, but the next index file is created after it.
+/// That file must start at the first undispatched record, not at the end
+/// of the log: index files are named by the first record they hold, in
+/// order, and the catch-up must be able to roll past it.
+#[test]
+fn space_returning_during_open_lets_the_deferred_tail_dispatch() {
+    let disk = SimDisk::new(10);
+    let clock = ManualClock::new(T0_MS);
+    let cfg = StoreConfig {
+        index_slots: 4,
+        index_entries: 4,
+        ..StoreConfig::for_tests()
+    };
+    let store = open(&disk, &clock, cfg.clone());
+    let put = |store: &MessageStore<SimDisk, ManualClock>, i: usize| {
+        let b = body(i);
+        let key = format!("k{i}");
+        block_on(store.put(msg("T", 0, &b, Some(&key), None), true)).expect("put");
+        b
+    };
+    let mut acked: Vec<Vec<u8>> = (0..12).map(|i| put(&store, i)).collect();
+    drop(store);
+    disk.process_crash();
+    // The first file recovery needs cannot be created; later ones can.
+    disk.fail_next_create();
+    let store = open(&disk, &clock, cfg);
+    assert!(
+        bodies(&store, "T", 0).len() < acked.len(),
+        "recovery never deferred a record"
+    );
+    block_on(store.flush()).expect("the deferred tail dispatches");
+    acked.push(put(&store, 12));
+    block_on(store.flush()).expect("flush");
+    assert_eq!(bodies(&store, "T", 0), acked);
+    // Every key is found again.
+    for i in 0..13 {
+        let found = store
+            .query_by_key("T", &format!("k{i}"), 8, 0, i64::MAX)
+            .expect("query");
+        assert_eq!(found.len(), 1, "key k{i}");
+    }
+}
+
+#[test]
 fn a_commit_log_read_error_fails_the_get_and_does_not_fence_dispatch() {
     let disk = SimDisk::new(8);
     let clock = ManualClock::new(T0_MS);

@@ -30,7 +30,7 @@ pub const BROKER_NAME: &str = "broker-a";
 pub const SIM_DURATION_MAX: Duration = Duration::from_secs(120);
 /// How long a broker's supervisor waits before starting a broker whose
 /// start failed again.
-pub const SUPERVISOR_RESTART: Duration = Duration::from_secs(1);
+const SUPERVISOR_RESTART: Duration = Duration::from_secs(1);
 /// The logical wall clock starts here (2024-01-01T00:00:00Z), so wall
 /// times are the same in every run.
 const EPOCH_MS: u64 = 1_704_067_200_000;

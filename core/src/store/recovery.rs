@@ -11,8 +11,8 @@ use std::sync::{Mutex, RwLock};
 use crate::checkpoint::{Checkpoint, CHECKPOINT_FILE};
 use crate::clock::Clock;
 use crate::commit_log::scan::{find_valid_record_after, step, Step};
-use crate::commit_log::CommitLog;
 use crate::commit_log::SECTOR_BYTES;
+use crate::commit_log::{is_dispatchable, CommitLog};
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CQ_ENTRY_BYTES};
 use crate::disk::Disk;
 use crate::error::{Error, Result};
@@ -74,20 +74,73 @@ pub(super) async fn open<D: Disk, C: Clock>(
     let verify = abnormal && checkpoint.is_some();
     let scan_from = store.verify_and_rebuild(verify, start, &damaged, rebuild_index)?;
     let last_ms = checkpoint.as_ref().map_or(0, |cp| cp.last_store_ms);
-    let (end, last_ms) = if scan_from == start {
+    let tail = if scan_from == start {
         store.scan_after_safe_point(start, last_ms)?
     } else {
-        (scan_from, last_ms)
+        Tail::reached(scan_from, last_ms)
     };
-    store.resume_at(start, end, last_ms).await?;
-    store
-        .disk
-        .replace_atomically(&abort_path, b"")
-        .await
-        .map_err(|e| Error::io("write", &abort_path, e))?;
-    store.write_checkpoint().await?;
+    let end = tail.end;
+    store.resume_at(start, tail).await?;
+    // The marker survives a crash, so after one it is already there.
+    if !abnormal {
+        tolerate_full(
+            store
+                .disk
+                .replace_atomically(&abort_path, b"")
+                .await
+                .map_err(|e| Error::io("write", &abort_path, e)),
+            "the abort marker (a crash before space returns recovers as a clean stop: \
+             no re-verification window)",
+        )?;
+    }
+    // The previous checkpoint stays valid (its safe point is not past the
+    // log's end); the periodic checkpoint writes the new one later.
+    tolerate_full(store.write_checkpoint().await, "the checkpoint")?;
     tracing::info!(end, abnormal, "store opened");
     Ok(store)
+}
+
+/// What the scan after the safe point found.
+struct Tail {
+    /// The end of the valid log.
+    end: u64,
+    /// Store time of the last record before `end`.
+    last_ms: i64,
+    /// Where dispatch stopped for a full device (ENOSPC creating a
+    /// ConsumeQueue segment or an index file), with the store time of the
+    /// record before it: records from there to `end` are valid and kept,
+    /// and the broker's maintenance dispatches them once space returns.
+    undispatched: Option<(u64, i64)>,
+    /// For each queue with records in the undispatched part, the offset
+    /// after its last one there: the queue's next offset, which its
+    /// ConsumeQueue does not show yet.
+    undispatched_next: BTreeMap<(String, i32), u64>,
+}
+
+impl Tail {
+    /// A tail dispatched up to `end`.
+    fn reached(end: u64, last_ms: i64) -> Self {
+        Self {
+            end,
+            last_ms,
+            undispatched: None,
+            undispatched_next: BTreeMap::new(),
+        }
+    }
+}
+
+/// `result` of writing `what`, with a full device (ENOSPC) only logged, so
+/// a store opens on a full device: reads are served (consumers can drain
+/// the backlog) and retention can run, while puts needing a new file are
+/// refused as "disk full" until space returns.
+fn tolerate_full(result: Result<()>, what: &str) -> Result<()> {
+    match result {
+        Err(e) if e.is_storage_full() => {
+            tracing::warn!(error = %e, "disk full at start-up: cannot write {what} yet");
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// Opens the CommitLog and checks it covers the checkpoint; under repair a
@@ -281,20 +334,49 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     }
 
     /// From the safe point on, re-dispatches every valid record; the first
-    /// invalid one is the end (a torn tail of unacknowledged writes).
-    fn scan_after_safe_point(&self, start: u64, mut last_ms: i64) -> Result<(u64, i64)> {
+    /// invalid one is the end (a torn tail of unacknowledged writes). On
+    /// a full device dispatch stops at the first record it cannot place
+    /// and the scan goes on to the end, noting each queue's next offset.
+    fn scan_after_safe_point(&self, start: u64, mut last_ms: i64) -> Result<Tail> {
         let mut pos = start;
+        let mut undispatched = None;
+        let mut undispatched_next: BTreeMap<(String, i32), u64> = BTreeMap::new();
         loop {
             match step(self.log.chain(), pos) {
                 Step::Record(rec, _) => {
-                    self.dispatch_record(&rec, Scope::Scan)?;
+                    if undispatched.is_none() {
+                        match self.dispatch_record(&rec, Scope::Scan) {
+                            Ok(_) => {}
+                            Err(e) if e.is_storage_full() => {
+                                tracing::warn!(
+                                    error = %e,
+                                    offset = pos,
+                                    "disk full at start-up: records from here on become visible once space returns"
+                                );
+                                undispatched = Some((pos, last_ms));
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    if undispatched.is_some() && is_dispatchable(rec.sys_flag) {
+                        let next = u64::try_from(rec.queue_offset).unwrap_or(0) + 1;
+                        let slot = undispatched_next
+                            .entry((rec.topic.clone(), rec.queue_id))
+                            .or_default();
+                        *slot = (*slot).max(next);
+                    }
                     pos += u64::from(rec.total_size);
                     last_ms = rec.store_timestamp_ms;
                 }
                 Step::Blank { next } | Step::Pad { next } => pos = next,
                 Step::End(reason) => {
                     self.report_tail(pos, reason);
-                    return Ok((pos, last_ms));
+                    return Ok(Tail {
+                        end: pos,
+                        last_ms,
+                        undispatched,
+                        undispatched_next,
+                    });
                 }
             }
         }
@@ -302,7 +384,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Truncates and zeroes the log after `end`, makes `[start, end)`
     /// durable, trims queues to the log and sets the write position.
-    async fn resume_at(&mut self, start: u64, end: u64, last_ms: i64) -> Result<()> {
+    async fn resume_at(&mut self, start: u64, tail: Tail) -> Result<()> {
+        let (end, last_ms) = (tail.end, tail.last_ms);
         self.log.chain().truncate(end).await?;
         // Records found after the safe point may sit only in the page cache
         // (a process crash keeps it) — even in pages the kernel believes
@@ -320,6 +403,16 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 .or_default()
                 .insert(cq.queue_id(), cq.max_offset().0);
         }
+        // Records not yet dispatched hold queue offsets their queues do not
+        // show: new puts must continue after them.
+        for ((topic, queue_id), next) in tail.undispatched_next {
+            let slot = queue_next
+                .entry(topic)
+                .or_default()
+                .entry(queue_id)
+                .or_default();
+            *slot = (*slot).max(next);
+        }
         self.log.resume(end, queue_next, last_ms);
         let end = if self.config.replicated {
             self.log.set_follower(true);
@@ -327,16 +420,26 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         } else {
             self.log.pad_after_recovery().await?
         };
+        // Dispatch resumes at the first record recovery could not place.
+        let (cursor, cursor_ms) = tail.undispatched.unwrap_or((end, last_ms));
         // Allocate (and pre-fault) the active segment now, not inside the
-        // first put: a fresh 1 GiB segment takes seconds to prepare.
-        self.log.chain().get_or_create(end)?;
-        self.index.ensure_writable(CommitLogOffset(end))?;
+        // first put: a fresh 1 GiB segment takes seconds to prepare. On a
+        // full device the put that needs it tries again. An index file is
+        // named by the first record it holds, so the next one starts at the
+        // cursor: the undispatched records go into it, in order.
+        tolerate_full(
+            self.log.chain().get_or_create(end).map(|_| ()),
+            "the active CommitLog segment",
+        )?;
+        tolerate_full(
+            self.index.ensure_writable(CommitLogOffset(cursor)),
+            "the next index file",
+        )?;
         let d = self
             .dispatcher
             .get_mut()
             .expect("invariant: lock not poisoned");
-        d.cursor = end;
-        d.last_store_ms = last_ms;
+        (d.cursor, d.last_store_ms) = (cursor, cursor_ms);
         Ok(())
     }
 
