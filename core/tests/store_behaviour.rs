@@ -299,32 +299,49 @@ fn enospc_rolling_an_index_file_defers_dispatch_until_space_returns() {
     assert_eq!(all, acked);
 }
 
+/// Tiny index files (4 keys), so keyed records roll them often.
+fn tiny_index() -> StoreConfig {
+    StoreConfig {
+        index_slots: 4,
+        index_entries: 4,
+        ..StoreConfig::for_tests()
+    }
+}
+
+/// Puts record `i` of queue `T`/0 with key `k{i}`; its offset and body.
+fn put_keyed(store: &MessageStore<SimDisk, ManualClock>, i: usize) -> (QueueOffset, Vec<u8>) {
+    let b = body(i);
+    let key = format!("k{i}");
+    let a = block_on(store.put(msg("T", 0, &b, Some(&key), None), true)).expect("put");
+    (a.queue_offset, b)
+}
+
+/// A store on tiny index files that took 12 keyed records and crashed
+/// (process crash) before a checkpoint covered them: their index files
+/// roll, and recovery drops the files the checkpoint does not name, so the
+/// scan after the safe point must create index files again. Returns the
+/// acknowledged bodies.
+fn crashed_with_keyed_tail(disk: &SimDisk, clock: &ManualClock) -> Vec<Vec<u8>> {
+    let store = open(disk, clock, tiny_index());
+    let acked = (0..12).map(|i| put_keyed(&store, i).1).collect();
+    drop(store);
+    disk.process_crash();
+    acked
+}
+
 #[test]
 fn a_store_restarted_on_a_full_disk_opens_serves_reads_and_catches_up() {
     let disk = SimDisk::new(9);
     let clock = ManualClock::new(T0_MS);
-    let cfg = StoreConfig {
-        index_slots: 4,
-        index_entries: 4,
-        ..StoreConfig::for_tests()
-    };
-    let store = open(&disk, &clock, cfg.clone());
-    let put = |store: &MessageStore<SimDisk, ManualClock>, i: usize| {
-        let b = body(i);
-        let key = format!("k{i}");
-        let a = block_on(store.put(msg("T", 0, &b, Some(&key), None), true)).expect("put");
-        (a.queue_offset, b)
-    };
-    // Keyed records past the checkpoint: their index files roll, and
-    // recovery drops the files the checkpoint does not name, so the scan
-    // after the safe point must create index files again.
-    let mut acked: Vec<Vec<u8>> = (0..12).map(|i| put(&store, i).1).collect();
-    drop(store);
-    disk.process_crash();
+    let mut acked = crashed_with_keyed_tail(&disk, &clock);
     disk.set_full(true);
     let enospc_before = disk.stats().enospc;
-    let store = block_on(MessageStore::open(disk.clone(), clock.clone(), cfg))
-        .expect("a store opens on a full disk");
+    let store = block_on(MessageStore::open(
+        disk.clone(),
+        clock.clone(),
+        tiny_index(),
+    ))
+    .expect("a store opens on a full disk");
     assert!(
         disk.stats().enospc > enospc_before,
         "recovery never needed a new file"
@@ -335,32 +352,23 @@ fn a_store_restarted_on_a_full_disk_opens_serves_reads_and_catches_up() {
     assert_eq!(visible, acked[..visible.len()]);
     // A put fitting the active segment is stored while full, after every
     // record the queue holds, dispatched or not: never a reused offset.
-    let (offset, b) = put(&store, 12);
+    let (offset, b) = put_keyed(&store, 12);
     assert_eq!(offset, QueueOffset(12));
     acked.push(b);
     // Space returns: the interval flush dispatches the rest.
     disk.set_full(false);
     block_on(store.flush()).expect("flush");
-    let got = all_bodies(&store, "T", 0);
     let want: Vec<(u64, Vec<u8>)> = acked
         .iter()
         .cloned()
         .enumerate()
         .map(|(q, b)| (q as u64, b))
         .collect();
-    assert_eq!(got, want);
+    assert_eq!(all_bodies(&store, "T", 0), want);
     // And the next start, with space, finds the same.
     drop(store);
     disk.process_crash();
-    let store = open(
-        &disk,
-        &clock,
-        StoreConfig {
-            index_slots: 4,
-            index_entries: 4,
-            ..StoreConfig::for_tests()
-        },
-    );
+    let store = open(&disk, &clock, tiny_index());
     assert_eq!(all_bodies(&store, "T", 0), want);
 }
 
@@ -373,30 +381,16 @@ fn a_store_restarted_on_a_full_disk_opens_serves_reads_and_catches_up() {
 fn space_returning_during_open_lets_the_deferred_tail_dispatch() {
     let disk = SimDisk::new(10);
     let clock = ManualClock::new(T0_MS);
-    let cfg = StoreConfig {
-        index_slots: 4,
-        index_entries: 4,
-        ..StoreConfig::for_tests()
-    };
-    let store = open(&disk, &clock, cfg.clone());
-    let put = |store: &MessageStore<SimDisk, ManualClock>, i: usize| {
-        let b = body(i);
-        let key = format!("k{i}");
-        block_on(store.put(msg("T", 0, &b, Some(&key), None), true)).expect("put");
-        b
-    };
-    let mut acked: Vec<Vec<u8>> = (0..12).map(|i| put(&store, i)).collect();
-    drop(store);
-    disk.process_crash();
+    let mut acked = crashed_with_keyed_tail(&disk, &clock);
     // The first file recovery needs cannot be created; later ones can.
     disk.fail_next_create();
-    let store = open(&disk, &clock, cfg);
+    let store = open(&disk, &clock, tiny_index());
     assert!(
         bodies(&store, "T", 0).len() < acked.len(),
         "recovery never deferred a record"
     );
     block_on(store.flush()).expect("the deferred tail dispatches");
-    acked.push(put(&store, 12));
+    acked.push(put_keyed(&store, 12).1);
     block_on(store.flush()).expect("flush");
     assert_eq!(bodies(&store, "T", 0), acked);
     // Every key is found again.
