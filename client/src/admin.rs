@@ -292,6 +292,8 @@ impl<T: Transport, C: Clock> Admin<T, C> {
             group: group.to_owned(),
             timestamp: timestamp_ms,
             is_force: Some(true),
+            queue_id: None,
+            offset: None,
         };
         let mut out = Vec::new();
         for broker in &route.broker_datas {

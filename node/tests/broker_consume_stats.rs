@@ -55,6 +55,7 @@ async fn consume_stats_report_offsets_and_the_last_consumed_store_time() {
         broker_offset: 3,
         consumer_offset: 2,
         last_timestamp: consumed.store_timestamp_ms,
+        pull_offset: 2,
     };
     assert!(want_q0.last_timestamp > 0);
     assert_eq!(stats.offset_table[&mq("Stats", 0)], want_q0);
@@ -63,7 +64,8 @@ async fn consume_stats_report_offsets_and_the_last_consumed_store_time() {
         OffsetWrapper {
             broker_offset: 1,
             consumer_offset: 0,
-            last_timestamp: 0
+            last_timestamp: 0,
+            pull_offset: 0,
         }
     );
     let topics: Vec<&str> = stats
@@ -80,10 +82,10 @@ async fn consume_stats_report_offsets_and_the_last_consumed_store_time() {
         "a topic the live group does not subscribe to is skipped, as RocketMQ does"
     );
     assert!(raw.starts_with(
-        r#"{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"%RETRY%sg"}:{"brokerOffset":0,"consumerOffset":0,"lastTimestamp":0},"#
+        r#"{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"%RETRY%sg"}:{"brokerOffset":0,"consumerOffset":0,"lastTimestamp":0,"pullOffset":0},"#
     ), "{raw}");
     let q0 = format!(
-        r#"{{"brokerName":"broker-a","queueId":0,"topic":"Stats"}}:{{"brokerOffset":3,"consumerOffset":2,"lastTimestamp":{}}}"#,
+        r#"{{"brokerName":"broker-a","queueId":0,"topic":"Stats"}}:{{"brokerOffset":3,"consumerOffset":2,"lastTimestamp":{},"pullOffset":2}}"#,
         consumed.store_timestamp_ms
     );
     assert!(raw.contains(&q0), "{raw}");

@@ -403,6 +403,7 @@ async fn data_version_query_reports_whether_topics_changed() {
         let version = sluice_net::body::DataVersion {
             timestamp: 1,
             counter,
+            state_version: 0,
         };
         let request =
             RemotingCommand::request_with_header(request_code::QUERY_DATA_VERSION, &header)

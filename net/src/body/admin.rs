@@ -21,6 +21,9 @@ pub struct OffsetWrapper {
     pub consumer_offset: i64,
     /// Store timestamp of the last consumed message, ms (0 if none).
     pub last_timestamp: i64,
+    /// 5.x: the offset the group has pulled up to (Apache writes the larger
+    /// of its pull-offset cache and `consumerOffset`).
+    pub pull_offset: i64,
 }
 
 /// `GET_CONSUME_STATS` (208) response body. Java's fastjson writes the
@@ -50,8 +53,9 @@ impl ConsumeStats {
     }
 
     /// Reads the fastjson form, and also the standard-JSON form where each
-    /// key is the queue's JSON text in a string. Unknown fields (such as
-    /// 5.x's `pullOffset`) are ignored; nothing panics on bad input.
+    /// key is the queue's JSON text in a string. Unknown fields are
+    /// ignored and missing ones (4.9.x has no `pullOffset`) default to 0;
+    /// nothing panics on bad input.
     pub fn parse(json: &[u8]) -> Result<Self> {
         let mut stats = Self::default();
         parse_object(json, |key, c| {
@@ -278,6 +282,63 @@ pub struct SubscriptionGroupConfig {
     pub which_broker_when_consume_slowly: i64,
     /// Tell members when the group's membership changes.
     pub notify_consumer_ids_changed_enable: bool,
+    /// 5.x: the group consumes orderly (pop consumers).
+    pub consume_message_orderly: bool,
+    /// 5.x: group sys flag.
+    pub group_sys_flag: i32,
+    /// 5.x: minutes before a pop consumer's message times out.
+    pub consume_timeout_minute: i32,
+    /// 5.x: the group's subscriptions as configured on the broker (Apache
+    /// leaves it null, so it is left out unless set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_data_set: Option<Vec<SimpleSubscriptionData>>,
+    /// 5.x: the group's retry back-off policy.
+    pub group_retry_policy: GroupRetryPolicy,
+    /// 5.x: group attributes; empty unless set.
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// 5.x `SimpleSubscriptionData`: one configured subscription of a group.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SimpleSubscriptionData {
+    /// Topic.
+    pub topic: String,
+    /// `TAG` or `SQL92`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expression_type: Option<String>,
+    /// The filter expression.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    /// Version (ms timestamp).
+    pub version: i64,
+}
+
+/// 5.x `GroupRetryPolicy`: which back-off a group's retries follow. Apache
+/// writes `{"type":"CUSTOMIZED"}` by default (the policies themselves are
+/// null); their contents are kept as JSON, Sluice applies neither.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GroupRetryPolicy {
+    /// `CUSTOMIZED` (delay levels) or `EXPONENTIAL`.
+    #[serde(rename = "type")]
+    pub policy_type: String,
+    /// Exponential back-off (`initial`, `max`, `multiplier`), if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exponential_retry_policy: Option<serde_json::Value>,
+    /// Customized back-off (`next`: delays in ms), if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub customized_retry_policy: Option<serde_json::Value>,
+}
+
+impl Default for GroupRetryPolicy {
+    fn default() -> Self {
+        Self {
+            policy_type: "CUSTOMIZED".to_owned(),
+            exponential_retry_policy: None,
+            customized_retry_policy: None,
+        }
+    }
 }
 
 impl Default for SubscriptionGroupConfig {
@@ -292,6 +353,12 @@ impl Default for SubscriptionGroupConfig {
             broker_id: 0,
             which_broker_when_consume_slowly: 1,
             notify_consumer_ids_changed_enable: true,
+            consume_message_orderly: false,
+            group_sys_flag: 0,
+            consume_timeout_minute: 15,
+            subscription_data_set: None,
+            group_retry_policy: GroupRetryPolicy::default(),
+            attributes: BTreeMap::new(),
         }
     }
 }
@@ -303,6 +370,8 @@ impl Default for SubscriptionGroupConfig {
 pub struct SubscriptionGroupWrapper {
     /// Group name → config.
     pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
+    /// 5.x: group → topic → forbidden-permission bits; empty unless set.
+    pub forbidden_table: BTreeMap<String, BTreeMap<String, i32>>,
     /// Version of the table.
     pub data_version: DataVersion,
 }
@@ -367,6 +436,7 @@ mod tests {
                 broker_offset: 5,
                 consumer_offset: 3,
                 last_timestamp: 1_700_000_000_123,
+                pull_offset: 4,
             },
         );
         s.offset_table
@@ -378,10 +448,10 @@ mod tests {
     fn consume_stats_are_written_with_object_keys_as_fastjson_does() {
         let text = String::from_utf8(sample().to_fastjson()).expect("utf8");
         assert!(
-            text.starts_with(r#"{"consumeTps":1.5,"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"%RETRY%g \"q\""}:{"brokerOffset":0,"consumerOffset":0,"lastTimestamp":0},"#),
+            text.starts_with(r#"{"consumeTps":1.5,"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"%RETRY%g \"q\""}:{"brokerOffset":0,"consumerOffset":0,"lastTimestamp":0,"pullOffset":0},"#),
             "{text}"
         );
-        assert!(text.contains(r#"{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"brokerOffset":5,"consumerOffset":3,"lastTimestamp":1700000000123}"#));
+        assert!(text.contains(r#"{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"brokerOffset":5,"consumerOffset":3,"lastTimestamp":1700000000123,"pullOffset":4}"#));
         assert!(
             serde_json::from_str::<serde_json::Value>(&text).is_err(),
             "not standard JSON"

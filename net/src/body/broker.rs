@@ -23,16 +23,22 @@ pub struct TopicConfig {
     pub topic_sys_flag: i32,
     /// Ordered topic.
     pub order: bool,
+    /// 5.x: topic attributes (`+message.type`, queue type, ...); empty
+    /// unless set, as Apache writes it.
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// A monotonically increasing version of a broker's topic configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(rename_all = "camelCase", default)]
 pub struct DataVersion {
     /// Wall-clock ms of the last change.
     pub timestamp: i64,
     /// Change counter.
     pub counter: i64,
+    /// 5.x: the broker's controller state version (0 outside controller
+    /// mode, as Apache writes it).
+    pub state_version: i64,
 }
 
 /// Topic configs plus their version.
@@ -92,11 +98,13 @@ mod tests {
                         topic_filter_type: "SINGLE_TAG".into(),
                         topic_sys_flag: 0,
                         order: false,
+                        attributes: BTreeMap::new(),
                     },
                 )]),
                 data_version: DataVersion {
                     timestamp: 5,
                     counter: 2,
+                    state_version: 0,
                 },
             },
             filter_server_list: vec![],
@@ -106,7 +114,7 @@ mod tests {
         assert!(text.contains(
             r#""topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"topicName":"T""#
         ));
-        assert!(text.contains(r#""dataVersion":{"timestamp":5,"counter":2}"#));
+        assert!(text.contains(r#""dataVersion":{"timestamp":5,"counter":2,"stateVersion":0}"#));
         let back: RegisterBrokerBody =
             crate::body::decode(&json, "RegisterBrokerBody").expect("parses");
         assert_eq!(back, body);

@@ -2,6 +2,8 @@
 //! and `GET_CONSUMER_LIST_BY_GROUP`'s answer. Enum-like fields stay strings so
 //! deprecated or future values never fail a heartbeat.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// A queue: topic, broker name and queue ID.
@@ -109,6 +111,52 @@ pub struct LockBatchResponseBody {
 pub struct ConsumerListBody {
     /// Client IDs in the group.
     pub consumer_id_list: Vec<String>,
+}
+
+/// One client connection of a group (RocketMQ's `Connection`), as admin
+/// tools list them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Connection {
+    /// The client's `ip:port` as the broker sees it.
+    pub client_addr: String,
+    /// `ip@instance`.
+    pub client_id: String,
+    /// The client's `LanguageCode` name (`JAVA`, `CPP`, ...).
+    pub language: String,
+    /// The client's `MQVersion` ordinal.
+    pub version: i32,
+}
+
+/// `GET_CONSUMER_CONNECTION_LIST` (203) response body: a consumer group's
+/// live connections and what it subscribes to (RocketMQ's
+/// `ConsumerConnection`). The enum-like fields are absent until a
+/// heartbeat set them, as Apache leaves them null.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsumerConnection {
+    /// The group's connections.
+    pub connection_set: Vec<Connection>,
+    /// `CONSUME_FROM_LAST_OFFSET`, `..._FIRST_OFFSET`, `..._TIMESTAMP`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consume_from_where: Option<String>,
+    /// `CONSUME_PASSIVELY` (push) or `CONSUME_ACTIVELY` (pull).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consume_type: Option<String>,
+    /// `CLUSTERING` or `BROADCASTING`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_model: Option<String>,
+    /// Topic → subscription.
+    pub subscription_table: BTreeMap<String, SubscriptionData>,
+}
+
+/// `GET_PRODUCER_CONNECTION_LIST` (204) response body (RocketMQ's
+/// `ProducerConnection`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProducerConnection {
+    /// The group's connections.
+    pub connection_set: Vec<Connection>,
 }
 
 /// The C++ client writes enums as their ordinals (`"messageModel":1`)

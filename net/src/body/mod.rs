@@ -9,15 +9,16 @@ pub mod fastjson;
 mod route;
 
 pub use admin::{
-    CheckClientRequestBody, ConsumeStats, OffsetWrapper, ResetOffsetBody, SubscriptionGroupConfig,
-    SubscriptionGroupWrapper,
+    CheckClientRequestBody, ConsumeStats, GroupRetryPolicy, OffsetWrapper, ResetOffsetBody,
+    SimpleSubscriptionData, SubscriptionGroupConfig, SubscriptionGroupWrapper,
 };
 pub use broker::{
     DataVersion, KvTable, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicList,
 };
 pub use client::{
-    ConsumerData, ConsumerListBody, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody,
-    MessageQueue, ProducerData, SubscriptionData,
+    Connection, ConsumerConnection, ConsumerData, ConsumerListBody, HeartbeatData,
+    LockBatchRequestBody, LockBatchResponseBody, MessageQueue, ProducerConnection, ProducerData,
+    SubscriptionData,
 };
 pub use fastjson::JsonStyle;
 pub use route::{

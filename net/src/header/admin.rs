@@ -64,7 +64,13 @@ command_header! {
         /// Reset to the first message stored at or after this time, ms
         /// (`-1`: the end of each queue).
         timestamp: i64 = "timestamp",
-        /// Also move offsets forward (otherwise only back).
+        /// Also move offsets forward (otherwise only back). Required by the
+        /// 4.9.x Java client when the broker pushes the reset, so a pushed
+        /// header must carry it.
         is_force: Option<bool> = "isForce",
+        /// 5.x: reset one queue only (`-1`: every queue, Apache's default).
+        queue_id: Option<i32> = "queueId",
+        /// 5.x: reset to this offset instead of by timestamp.
+        offset: Option<i64> = "offset",
     }
 }

@@ -75,5 +75,41 @@ command_header! {
         msg_id: Option<String> = "msgId",
         /// Broker name.
         broker_name: Option<String> = "brokerName",
+        /// 5.x: the message's topic.
+        topic: Option<String> = "topic",
+        /// 5.x: the topic's sys flag.
+        topic_sys_flag: Option<i32> = "topicSysFlag",
+        /// 5.x: the group's sys flag.
+        group_sys_flag: Option<i32> = "groupSysFlag",
+    }
+}
+
+/// extFields key of a `HEART_BEAT` answer: whether the broker takes 5.x's
+/// heartbeat V2 (a heartbeat that repeats only a subscription fingerprint).
+pub const IS_SUPPORT_HEART_BEAT_V2: &str = "IS_SUPPORT_HEART_BEAT_V2";
+/// extFields key of a `HEART_BEAT` answer: whether a subscription changed.
+pub const IS_SUB_CHANGE: &str = "IS_SUB_CHANGE";
+
+command_header! {
+    /// `HEART_BEAT` (34) response header. Apache's 5.x broker always answers
+    /// with both keys, and 5.x clients that use heartbeat V2 read them
+    /// without a null check; 4.9.x answers with no header.
+    HeartbeatResponseHeader {
+        /// The broker takes heartbeat V2 (fingerprint-only heartbeats).
+        is_support_heart_beat_v2: Option<bool> = "IS_SUPPORT_HEART_BEAT_V2",
+        /// A consumer group's subscription changed with this heartbeat.
+        is_sub_change: Option<bool> = "IS_SUB_CHANGE",
+    }
+}
+
+impl HeartbeatResponseHeader {
+    /// The answer of a broker that only takes full heartbeats: V2 is not
+    /// supported, so clients keep sending subscriptions and `IS_SUB_CHANGE`
+    /// is `true` as Apache writes it for a full heartbeat.
+    pub fn full_heartbeats_only() -> Self {
+        Self {
+            is_support_heart_beat_v2: Some(false),
+            is_sub_change: Some(true),
+        }
     }
 }

@@ -54,5 +54,14 @@ command_header! {
         min_offset: i64 = "minOffset",
         /// Queue's max offset.
         max_offset: i64 = "maxOffset",
+        /// 5.x: logical-to-physical offset delta of a static-topic queue.
+        offset_delta: Option<i64> = "offsetDelta",
+        /// 5.x: the topic's sys flag (Apache's 5.x broker fills it on every
+        /// pull it serves).
+        topic_sys_flag: Option<i32> = "topicSysFlag",
+        /// 5.x: the consumer group's sys flag (filled like `topicSysFlag`).
+        group_sys_flag: Option<i32> = "groupSysFlag",
+        /// 5.x: why a pull was refused (`ForbiddenType`), on `NO_PERMISSION`.
+        forbidden_type: Option<i32> = "forbiddenType",
     }
 }

@@ -145,8 +145,13 @@ command_header! {
         queue_id: i32 = "queueId",
         /// Logical queue offset.
         queue_offset: i64 = "queueOffset",
-        /// Transaction ID (transactional sends).
+        /// The message's `UNIQ_KEY` (Apache's 5.x broker fills it for every
+        /// single-message send; 4.9.x for none).
         transaction_id: Option<String> = "transactionId",
+        /// 5.x: the batch's own `UNIQ_KEY`, for batch sends.
+        batch_uniq_id: Option<String> = "batchUniqId",
+        /// 5.x: handle to recall a timer message before it is delivered.
+        recall_handle: Option<String> = "recallHandle",
         /// Region of the broker.
         msg_region: Option<String> = "MSG_REGION",
         /// Whether message tracing is on.
@@ -162,6 +167,8 @@ impl SendMessageResponseHeader {
             queue_id,
             queue_offset,
             transaction_id: None,
+            batch_uniq_id: None,
+            recall_handle: None,
             msg_region: Some(DEFAULT_REGION.to_owned()),
             trace_on: Some(true),
         }

@@ -35,6 +35,9 @@ command_header! {
 command_header! {
     /// `CHECK_TRANSACTION_STATE` (39) request header (oneway, broker to producer).
     CheckTransactionStateRequestHeader {
+        /// 5.x: topic of the stored half message (used by proxies to route
+        /// the check).
+        topic: Option<String> = "topic",
         /// Half-queue offset.
         tran_state_table_offset: i64 = "tranStateTableOffset",
         /// Commit-log offset of the half message.

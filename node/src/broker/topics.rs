@@ -43,6 +43,7 @@ pub fn topic_config(name: &str, queues: i32, perm: i32) -> TopicConfig {
         topic_filter_type: "SINGLE_TAG".to_owned(),
         topic_sys_flag: 0,
         order: false,
+        attributes: BTreeMap::new(),
     }
 }
 

@@ -34,6 +34,7 @@ pub fn register_body(topics: &[&str]) -> Vec<u8> {
                         topic_filter_type: "SINGLE_TAG".into(),
                         topic_sys_flag: 0,
                         order: false,
+                        attributes: BTreeMap::new(),
                     };
                     ((*topic).to_owned(), config)
                 })
@@ -41,6 +42,7 @@ pub fn register_body(topics: &[&str]) -> Vec<u8> {
             data_version: DataVersion {
                 timestamp: 1,
                 counter: 1,
+                state_version: 0,
             },
         },
         filter_server_list: Vec::new(),

@@ -60,6 +60,7 @@ async fn create_topic<D: Disk, C: Clock>(
         topic_filter_type: h.topic_filter_type,
         topic_sys_flag: h.topic_sys_flag.unwrap_or(0),
         order: h.order,
+        attributes: std::collections::BTreeMap::new(),
     };
     if b.topics().put(config, b.now_ms()) {
         b.topics_updated().await;

@@ -54,6 +54,9 @@ pub(super) fn handle<D: Disk, C: Clock>(
             let offsets = OffsetWrapper {
                 broker_offset,
                 consumer_offset,
+                // Sluice keeps no separate pull position; Apache reports
+                // the committed offset when it has none either.
+                pull_offset: consumer_offset,
                 last_timestamp: last_consumed_timestamp(b, &topic, queue_id, consumer_offset),
             };
             let mq = MessageQueue {

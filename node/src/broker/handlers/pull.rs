@@ -160,6 +160,10 @@ fn respond(code: i32, got: &GetResult) -> RemotingCommand {
         next_begin_offset: i64::try_from(got.next_begin_offset.0).unwrap_or(i64::MAX),
         min_offset: i64::try_from(got.min_offset.0).unwrap_or(i64::MAX),
         max_offset: i64::try_from(got.max_offset.0).unwrap_or(i64::MAX),
+        offset_delta: None,
+        topic_sys_flag: None,
+        group_sys_flag: None,
+        forbidden_type: None,
     };
     let mut cmd = RemotingCommand::response(code, "").with_header(&header);
     cmd.remark = None;

@@ -30,6 +30,7 @@ fn topics(counter: i64, list: &[(&str, i32)]) -> TopicConfigSerializeWrapper {
                         topic_filter_type: "SINGLE_TAG".into(),
                         topic_sys_flag: 0,
                         order: false,
+                        attributes: BTreeMap::new(),
                     },
                 )
             })
@@ -37,6 +38,7 @@ fn topics(counter: i64, list: &[(&str, i32)]) -> TopicConfigSerializeWrapper {
         data_version: DataVersion {
             timestamp: 1,
             counter,
+            state_version: 0,
         },
     }
 }
@@ -211,6 +213,7 @@ fn data_version_query_counts_as_heard_from() {
     let same = DataVersion {
         timestamp: 1,
         counter: 3,
+        state_version: 0,
     };
     assert!(!routes.version_changed("m:1", &same));
     assert!(routes.version_changed("m:1", &DataVersion::default()));
