@@ -1,0 +1,166 @@
+//! The crates.io RocketMQ Rust client (`rocketmq-client-rust` 1.0.0) against
+//! a real standalone node, one test per feature scenario.
+//!
+//! The client lives in its own cargo project, `tests/interop/rust-peer`
+//! (outside the workspace, so its dependency tree stays out of ours; it
+//! needs rustc >= 1.95). Its binary runs one scenario per invocation and
+//! prints `PASS`/`FAIL`. `.ci/test` builds it once and exports
+//! `SLUICE_RUST_PEER`; without that variable the first test builds it
+//! (minutes, cold) into `target/interop-rust`. `SLUICE_SKIP_RUST_INTEROP=1`
+//! skips these tests where that toolchain is unavailable.
+
+#[path = "../../node/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use support::Node;
+
+/// Broker settings the timed scenarios rely on: delay level 2 is 2 s and
+/// every other level 1 s (retries use levels 3 and up), and a half message
+/// is checked back after about a second.
+const NODE_TOML: &str =
+    "delay_levels = \"1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\"\n\
+                         transaction_timeout_ms = 1000\n\
+                         transaction_check_interval_ms = 1000\n";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_owned()
+}
+
+/// The peer binary: `SLUICE_RUST_PEER`, else built here (once per test
+/// process) exactly as `.ci/test` builds it. `None` when skipped.
+fn peer_binary() -> Option<&'static Path> {
+    static PEER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PEER.get_or_init(|| {
+        if std::env::var_os("SLUICE_SKIP_RUST_INTEROP").is_some() {
+            return None;
+        }
+        if let Some(path) = std::env::var_os("SLUICE_RUST_PEER") {
+            let path = PathBuf::from(path);
+            assert!(
+                path.exists(),
+                "SLUICE_RUST_PEER={} does not exist",
+                path.display()
+            );
+            return Some(path);
+        }
+        let root = repo_root();
+        let target = root.join("target/interop-rust");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--release", "--locked", "--manifest-path"])
+            .arg(root.join("client/tests/interop/rust-peer/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            // As .ci/test builds it, so its artifacts are reused.
+            .env_remove("RUSTFLAGS")
+            .env_remove("RUSTDOCFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .status()
+            .expect("run cargo to build the rust-peer");
+        assert!(
+            status.success(),
+            "building the rust-peer failed (it needs rustc >= 1.95; \
+             SLUICE_SKIP_RUST_INTEROP=1 skips these tests)"
+        );
+        Some(target.join("release/rust-peer"))
+    })
+    .as_deref()
+}
+
+/// Runs one scenario against a fresh node and fails with the peer's
+/// output unless it passed.
+fn scenario(name: &str) {
+    let Some(peer) = peer_binary() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start_with_config(dir.path(), "async", NODE_TOML);
+    let out = Command::new(peer)
+        .args([name, "--namesrv", &node.namesrv])
+        .env(
+            "RUST_LOG",
+            std::env::var("SLUICE_PEER_LOG").unwrap_or_else(|_| "error".to_owned()),
+        )
+        .output()
+        .expect("run the rust-peer");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    let pass = format!("PASS {name} ");
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l.starts_with(&pass)),
+        "rust-peer {name} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn sync_send() {
+    scenario("sync-send");
+}
+
+#[test]
+fn async_send() {
+    scenario("async-send");
+}
+
+#[test]
+fn oneway_send() {
+    scenario("oneway-send");
+}
+
+#[test]
+fn batch_send_is_consumed_as_its_messages() {
+    scenario("batch-send");
+}
+
+#[test]
+fn orderly_sharding_keys_stay_on_one_queue_in_order() {
+    scenario("orderly");
+}
+
+#[test]
+fn broadcasting_delivers_everything_to_each_consumer() {
+    scenario("broadcasting");
+}
+
+#[test]
+fn lite_pull_consumer() {
+    scenario("lite-pull");
+}
+
+#[test]
+fn sql92_filter_subscription() {
+    scenario("sql-filter");
+}
+
+#[test]
+fn transactions_commit_rollback_and_check_back() {
+    scenario("transaction");
+}
+
+#[test]
+fn delay_level_and_delivery_time_are_not_early() {
+    scenario("delay");
+}
+
+#[test]
+fn retry_then_dead_letter_queue() {
+    scenario("retry-dlq");
+}
+
+#[test]
+fn query_by_key_and_by_id() {
+    scenario("query");
+}
+
+#[test]
+fn request_reply() {
+    scenario("request-reply");
+}
