@@ -664,11 +664,13 @@ mod tests {
                     broker_addrs: BTreeMap::from([(0, "a:1".to_owned())]),
                     broker_name: "b1".to_owned(),
                     cluster: "c".to_owned(),
+                    enable_acting_master: false,
                 },
                 BrokerData {
                     broker_addrs: BTreeMap::from([(1, "s:1".to_owned())]),
                     broker_name: "b2".to_owned(),
                     cluster: "c".to_owned(),
+                    enable_acting_master: false,
                 },
             ],
             queue_datas: vec![

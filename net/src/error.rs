@@ -23,6 +23,9 @@ pub enum FrameError {
     /// The bytes violate the frame grammar.
     #[error("corrupt frame: {0}")]
     Corrupt(String),
+    /// The peer speaks another protocol (its first bytes say which).
+    #[error("{0}")]
+    ForeignProtocol(&'static str),
 }
 
 impl FrameError {

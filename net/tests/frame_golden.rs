@@ -48,8 +48,19 @@ fn cpp_client_route_request_decodes_into_typed_header() {
     let header: GetRouteInfoRequestHeader = cmd.header().expect("typed header");
     assert_eq!(header.topic, "TopicTest");
     assert_eq!(header.accept_standard_json_only, None);
-    // Our encoder writes keys in fastjson's order, so the frame re-encodes identically.
-    assert_eq!(encode(&cmd), wire);
+    // Our encoder writes keys in fastjson's order, so the frame re-encodes
+    // identically but for the `serializeTypeCurrentRPC` key every Apache
+    // `RemotingCommand` writes (the C++ client's own encoder omits it).
+    let apache = CPP_HEADER.replace(
+        r#","version""#,
+        r#","serializeTypeCurrentRPC":"JSON","version""#,
+    );
+    assert_eq!(apache.len(), 188 + 33);
+    // 4 + 221 = 225 = 0xE1; header word 221 = 0xDD.
+    assert_eq!(
+        encode(&cmd),
+        frame_bytes([0, 0, 0, 0xE1], [0, 0, 0, 0xDD], &apache, b"")
+    );
 }
 
 #[test]
@@ -78,12 +89,12 @@ fn topic_not_exist_response_bytes_are_exact() {
     ));
     let response = RemotingCommand::response_to(&request, response_code::TOPIC_NOT_EXIST)
         .with_remark("No topic route info in name server for the topic: TopicTest");
-    let header = r#"{"code":17,"flag":1,"language":"JAVA","opaque":1,"remark":"No topic route info in name server for the topic: TopicTest","version":409}"#;
-    assert_eq!(header.len(), 134);
-    // totalLen = 4 + 134 = 138 = 0x8A; header word = 134 = 0x86.
+    let header = r#"{"code":17,"flag":1,"language":"JAVA","opaque":1,"remark":"No topic route info in name server for the topic: TopicTest","serializeTypeCurrentRPC":"JSON","version":409}"#;
+    assert_eq!(header.len(), 167);
+    // totalLen = 4 + 167 = 171 = 0xAB; header word = 167 = 0xA7.
     assert_eq!(
         encode(&response),
-        frame_bytes([0, 0, 0, 0x8A], [0, 0, 0, 0x86], header, b"")
+        frame_bytes([0, 0, 0, 0xAB], [0, 0, 0, 0xA7], header, b"")
     );
 }
 
@@ -100,6 +111,7 @@ fn route_response_for_cpp_client_uses_fastjson_keys() {
             broker_addrs: BTreeMap::from([(0, "127.0.0.1:10911".to_owned())]),
             broker_name: "broker-a".into(),
             cluster: "DefaultCluster".into(),
+            enable_acting_master: false,
         }],
         queue_datas: vec![QueueData {
             broker_name: "broker-a".into(),
@@ -113,16 +125,16 @@ fn route_response_for_cpp_client_uses_fastjson_keys() {
     let style = JsonStyle::for_client(request.version, false);
     assert_eq!(style, JsonStyle::Fastjson);
     let body = route.to_json(style).expect("serializable");
-    let expected_body = r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSynFlag":0,"topicSysFlag":0,"writeQueueNums":4}]}"#;
+    let expected_body = r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSynFlag":0,"topicSysFlag":0,"writeQueueNums":4}]}"#;
     assert_eq!(
         String::from_utf8(body.clone()).expect("utf8"),
         expected_body
     );
     let response = RemotingCommand::response_to(&request, response_code::SUCCESS).with_body(body);
-    let header = r#"{"code":0,"flag":1,"language":"JAVA","opaque":0,"version":409}"#;
+    let header = r#"{"code":0,"flag":1,"language":"JAVA","opaque":0,"serializeTypeCurrentRPC":"JSON","version":409}"#;
     let total = u32::try_from(4 + header.len() + expected_body.len()).expect("small");
     let header_word = u32::try_from(header.len()).expect("small");
-    assert_eq!((total, header_word), (4 + 62 + 250, 62));
+    assert_eq!((total, header_word), (4 + 95 + 277, 95));
     assert_eq!(
         encode(&response),
         frame_bytes(
@@ -211,7 +223,7 @@ fn send_response_carries_region_and_trace_switch_on_the_wire() {
             17,
         ),
     );
-    let header = r#"{"code":0,"extFields":{"MSG_REGION":"DefaultRegion","TRACE_ON":"true","msgId":"0A00000100002A9F0000000000000000","queueId":"2","queueOffset":"17"},"flag":1,"language":"JAVA","opaque":9,"version":409}"#;
+    let header = r#"{"code":0,"extFields":{"MSG_REGION":"DefaultRegion","TRACE_ON":"true","msgId":"0A00000100002A9F0000000000000000","queueId":"2","queueOffset":"17"},"flag":1,"language":"JAVA","opaque":9,"serializeTypeCurrentRPC":"JSON","version":409}"#;
     let total = u32::try_from(4 + header.len()).expect("small");
     let word = u32::try_from(header.len()).expect("small");
     assert_eq!(

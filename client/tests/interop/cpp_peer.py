@@ -4,7 +4,15 @@ consumes messages the Sluice client produced.
 
 Usage:
   python3 cpp_peer.py produce NAMESRV TOPIC COUNT
+  python3 cpp_peer.py produce_batch NAMESRV TOPIC COUNT
   python3 cpp_peer.py consume NAMESRV TOPIC COUNT
+  python3 cpp_peer.py consume_twice NAMESRV TOPIC COUNT
+
+`produce_batch` sends all COUNT messages in one `send_batch` (the C++
+client sends a batch as SEND_MESSAGE with the header's batch flag set).
+`consume_twice` consumes all COUNT, prints FIRST, then waits for all COUNT
+to arrive a second time: an offset reset pushed by the broker
+(RESET_CONSUMER_CLIENT_OFFSET) must reach it.
 
 Message i has body "<who>-i", tag TagA/TagB by parity, key "key-i" and the
 user property idx=i. `consume` checks every field of every message and
@@ -44,7 +52,29 @@ def produce():
     print("OK sent %d" % COUNT, flush=True)
 
 
-def consume():
+def message(i):
+    m = Message(TOPIC)
+    m.set_keys("key-%d" % i)
+    m.set_tags("TagA" if i % 2 == 0 else "TagB")
+    m.set_property("idx", str(i))
+    m.set_body("cpp-%d" % i)
+    return m
+
+
+def produce_batch():
+    p = Producer("cpp-peer-batch-producer")
+    p.set_namesrv_addr(NAMESRV)
+    p.start()
+    try:
+        r = p.send_batch([message(i) for i in range(COUNT)])
+        if int(r.status) != 0:
+            fail("batch send returned status %s" % r.status)
+    finally:
+        p.shutdown()
+    print("OK sent batch of %d" % COUNT, flush=True)
+
+
+def consume(rounds=1):
     got, problems, lock = {}, [], threading.Lock()
 
     def on_message(msg):
@@ -62,27 +92,42 @@ def consume():
                 problems.append("%s: keys %r" % (body, msg.keys.decode()))
             if msg.get_property("idx").decode() != str(i):
                 problems.append("%s: idx %r" % (body, msg.get_property("idx")))
-            got[body] = True
+            got[body] = got.get(body, 0) + 1
 
-    c = PushConsumer("cpp-peer-consumer")
+    def complete(times):
+        return len(got) >= COUNT and all(n >= times for n in got.values())
+
+    c = PushConsumer("cpp-peer-consumer-%s" % TOPIC)
     c.set_namesrv_addr(NAMESRV)
     c.subscribe(TOPIC, on_message, "*")
     c.start()
     try:
-        deadline = time.time() + DEADLINE_S
-        while time.time() < deadline:
+        for r in range(1, rounds + 1):
+            deadline = time.time() + DEADLINE_S
+            while time.time() < deadline:
+                with lock:
+                    if complete(r):
+                        break
+                time.sleep(0.2)
             with lock:
-                if len(got) >= COUNT:
-                    break
-            time.sleep(0.2)
+                if not complete(r):
+                    fail("round %d: received %d distinct of %d, %d in all"
+                         % (r, len(got), COUNT, sum(got.values())))
+            if r < rounds:
+                # Let the consumer commit its offsets before the reset.
+                time.sleep(6)
+                print("FIRST", flush=True)
     finally:
         c.shutdown()
     if problems:
         fail("; ".join(problems[:5]))
-    if len(got) != COUNT:
-        fail("received %d of %d" % (len(got), COUNT))
     print("OK received %d" % COUNT, flush=True)
 
 
 if __name__ == "__main__":
-    {"produce": produce, "consume": consume}[MODE]()
+    {
+        "produce": produce,
+        "produce_batch": produce_batch,
+        "consume": consume,
+        "consume_twice": lambda: consume(rounds=2),
+    }[MODE]()

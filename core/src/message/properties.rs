@@ -50,6 +50,9 @@ pub mod keys {
     pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
     /// Seconds before the first transaction check.
     pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+    /// The broker's cluster, stamped on every stored message (request-reply
+    /// helpers name the reply topic `{CLUSTER}_REPLY_TOPIC` from it).
+    pub const CLUSTER: &str = "CLUSTER";
     /// Request-reply correlation id.
     pub const CORRELATION_ID: &str = "CORRELATION_ID";
     /// Request-reply: the client to reply to.

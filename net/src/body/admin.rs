@@ -137,11 +137,48 @@ impl ResetOffsetBody {
         out.into_bytes()
     }
 
+    /// The list form Apache's broker sends to C++ clients
+    /// (`ResetOffsetBodyForC`: `{"offsetTable":[{"brokerName","offset",
+    /// "queueId","topic"}]}`); their parser rejects the map form, whose keys
+    /// are objects and so not JSON.
+    pub fn to_list_json(&self) -> Vec<u8> {
+        let mut out = String::from("{\"offsetTable\":[");
+        for (i, (mq, offset)) in self.offset_table.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"brokerName\":");
+            out.push_str(&json_text(&mq.broker_name));
+            out.push_str(",\"offset\":");
+            out.push_str(&offset.to_string());
+            out.push_str(",\"queueId\":");
+            out.push_str(&mq.queue_id.to_string());
+            out.push_str(",\"topic\":");
+            out.push_str(&json_text(&mq.topic));
+            out.push('}');
+        }
+        out.push_str("]}");
+        out.into_bytes()
+    }
+
     /// Reads the fastjson form (or standard JSON with string keys).
     pub fn parse(json: &[u8]) -> Result<Self> {
         let mut body = Self::default();
         parse_object(json, |key, c| {
-            if key == "offsetTable" {
+            if key == "offsetTable" && c.peek() == Some(b'[') {
+                let list: Vec<QueueOffsetForC> = c.value()?;
+                body.offset_table = list
+                    .into_iter()
+                    .map(|q| {
+                        let mq = MessageQueue {
+                            topic: q.topic,
+                            broker_name: q.broker_name,
+                            queue_id: q.queue_id,
+                        };
+                        (mq, q.offset)
+                    })
+                    .collect();
+            } else if key == "offsetTable" {
                 body.offset_table = c.offset_table()?;
             } else {
                 c.value::<IgnoredAny>()?;
@@ -150,6 +187,20 @@ impl ResetOffsetBody {
         })?;
         Ok(body)
     }
+}
+
+/// One entry of the list form (`MessageQueueForC`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QueueOffsetForC {
+    #[serde(default)]
+    broker_name: String,
+    #[serde(default)]
+    offset: i64,
+    #[serde(default)]
+    queue_id: i32,
+    #[serde(default)]
+    topic: String,
 }
 
 fn json_text<T: Serialize + ?Sized>(value: &T) -> String {
@@ -399,6 +450,21 @@ mod tests {
             broker_name: "broker-a".into(),
             queue_id,
         }
+    }
+
+    #[test]
+    fn reset_offset_body_list_form_is_json_an_array_and_parses_back() {
+        let mut body = ResetOffsetBody::default();
+        body.offset_table.insert(mq("T", 0), 2);
+        body.offset_table.insert(mq("T", 1), 7);
+        let json = body.to_list_json();
+        assert_eq!(
+            std::str::from_utf8(&json).expect("utf-8"),
+            r#"{"offsetTable":[{"brokerName":"broker-a","offset":2,"queueId":0,"topic":"T"},{"brokerName":"broker-a","offset":7,"queueId":1,"topic":"T"}]}"#
+        );
+        let value: serde_json::Value = serde_json::from_slice(&json).expect("standard JSON");
+        assert!(value["offsetTable"].is_array());
+        assert_eq!(ResetOffsetBody::parse(&json).expect("parses"), body);
     }
 
     #[test]

@@ -91,6 +91,11 @@ pub struct BrokerData {
     pub broker_name: String,
     /// Cluster name.
     pub cluster: String,
+    /// Whether a slave may act as master for this set while the master is
+    /// away (RocketMQ 5 `BrokerData.enableActingMaster`; 5.x-era clients
+    /// require the key). Sluice fails over through its controller instead,
+    /// so it is always `false`.
+    pub enable_acting_master: bool,
 }
 
 /// `GET_ROUTEINFO_BY_TOPIC` response body.
@@ -167,6 +172,7 @@ mod tests {
                 ]),
                 broker_name: "broker-a".into(),
                 cluster: "DefaultCluster".into(),
+                enable_acting_master: false,
             }],
             filter_server_table: BTreeMap::new(),
             order_topic_conf: None,
@@ -186,7 +192,7 @@ mod tests {
         let text = String::from_utf8(json).expect("utf8");
         assert_eq!(
             text,
-            r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSynFlag":0,"topicSysFlag":0,"writeQueueNums":4}]}"#
+            r#"{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.2:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSynFlag":0,"topicSysFlag":0,"writeQueueNums":4}]}"#
         );
     }
 
@@ -214,6 +220,7 @@ mod tests {
                     broker_addrs: BTreeMap::from([(0, "h:1".into())]),
                     broker_name: "7".into(),
                     cluster: "c".into(),
+                    enable_acting_master: false,
                 },
             )]),
             cluster_addr_table: BTreeMap::from([("c".to_owned(), vec!["7".to_owned()])]),
@@ -242,6 +249,7 @@ mod tests {
                     broker_addrs,
                     broker_name,
                     cluster,
+                    enable_acting_master: false,
                 })
         }
 

@@ -12,6 +12,7 @@ mod namesrv;
 mod offset;
 mod pull;
 mod query;
+mod reply;
 mod send;
 mod transaction;
 
@@ -21,6 +22,7 @@ pub use namesrv::*;
 pub use offset::*;
 pub use pull::*;
 pub use query::*;
+pub use reply::*;
 pub use send::*;
 pub use transaction::*;
 

@@ -170,6 +170,25 @@ fn check(len: usize, max: usize, what: &'static str) -> Result<(), FrameError> {
     Ok(())
 }
 
+/// Names the protocol a peer speaks when its first four bytes, read as a
+/// length, are another protocol's opening (HTTP/2's `PRI ` preface, which
+/// RocketMQ 5 gRPC clients send; HTTP/1; a TLS record on a plain port).
+fn foreign_protocol(prefix: &[u8]) -> Option<&'static str> {
+    match prefix {
+        b"PRI " => Some(
+            "an HTTP/2 preface (a RocketMQ 5.x gRPC client?): this port speaks the RocketMQ 4.x \
+             remoting protocol; gRPC clients must use a gRPC endpoint",
+        ),
+        b"GET " | b"POST" | b"HEAD" | b"PUT " => {
+            Some("an HTTP/1 request: this port speaks the RocketMQ 4.x remoting protocol, not HTTP")
+        }
+        [0x16, 0x03, ..] => Some(
+            "a TLS handshake: this port speaks plain RocketMQ remoting (TLS is not enabled here)",
+        ),
+        _ => None,
+    }
+}
+
 /// Reads the length prefix at the start of `src`, validating it.
 ///
 /// Returns the whole frame length (prefix included), or `Incomplete` when
@@ -179,6 +198,11 @@ pub fn frame_len(src: &[u8], limits: &FrameLimits) -> Result<usize, FrameError> 
         return Err(FrameError::Incomplete);
     };
     let total = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    if total > 0 && usize::try_from(total).is_ok_and(|t| t + 4 > limits.frame_bytes_max) {
+        if let Some(protocol) = foreign_protocol(prefix) {
+            return Err(FrameError::ForeignProtocol(protocol));
+        }
+    }
     let total = usize::try_from(total)
         .map_err(|_| FrameError::corrupt(format!("negative frame length {total}")))?;
     if total < 4 {
@@ -280,6 +304,12 @@ mod tests {
         let mut buf = BytesMut::from(&i32::MAX.to_be_bytes()[..]);
         let err = decode(&mut buf, &FrameLimits::default()).expect_err("too large");
         assert!(matches!(err, FrameError::TooLarge { what: "frame", .. }));
+        let preface = frame_len(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", &FrameLimits::default())
+            .expect_err("an HTTP/2 preface is not a frame");
+        assert!(
+            matches!(preface, FrameError::ForeignProtocol(p) if p.contains("gRPC")),
+            "{preface:?}"
+        );
         assert!(buf.capacity() < 1024);
     }
 

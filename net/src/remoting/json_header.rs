@@ -37,6 +37,10 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut impl BufMut) {
         dst.put_slice(b",\"remark\":");
         put_string(dst, remark);
     }
+    // Apache's `RemotingCommand` serializes its `serializeTypeCurrentRPC`
+    // getter, which is "JSON" in every JSON header; strict clients (the
+    // crates.io rocketmq-client-rust) refuse a header without it.
+    dst.put_slice(b",\"serializeTypeCurrentRPC\":\"JSON\"");
     dst.put_slice(b",\"version\":");
     put_int(dst, cmd.version);
     dst.put_u8(b'}');

@@ -17,7 +17,7 @@ use super::RpcConfig;
 use crate::remoting::frame::{self, EncodedFrame, FrameLimits};
 use crate::remoting::{response_code, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::transport::{FrameReader, FrameWriter, Socket};
-use crate::{Error, RemotingCommand, Result};
+use crate::{Error, FrameError, RemotingCommand, Result};
 
 /// Identifies a connection for its lifetime (unique within the process).
 pub type ConnectionId = u64;
@@ -453,6 +453,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Ok(Some(cmd)) => handle.dispatch(cmd, &handler),
             Ok(None) => {
                 tracing::debug!(peer = %handle.shared.peer, "peer closed the connection");
+                break;
+            }
+            Err(Error::Frame(e @ FrameError::ForeignProtocol(_))) => {
+                tracing::warn!(peer = %handle.shared.peer, "closing connection: the peer sent {e}");
                 break;
             }
             Err(Error::Frame(e)) => {

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use sluice_net::body::{ConsumerData, SubscriptionData};
+use sluice_net::remoting::LanguageCode;
 use sluice_net::rpc::ConnectionId;
 use sluice_net::ConnectionHandle;
 
@@ -20,6 +21,9 @@ pub struct Channel {
     pub connection: ConnectionHandle,
     /// Monotonic time of the last heartbeat.
     pub last_seen: Duration,
+    /// The client's language, from its heartbeat's header: bodies the
+    /// broker pushes take the form that language's client parses.
+    pub language: LanguageCode,
 }
 
 /// A consumer group's registration.
@@ -150,6 +154,42 @@ impl ClientRegistry {
             .consumers
             .get(group)
             .map(|g| g.channels.values().map(|c| c.connection.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The live connection of the producer with client id `client_id` (the
+    /// requester a reply is pushed to), if it has heartbeated here.
+    pub fn producer_by_client_id(&self, client_id: &str) -> Option<ConnectionHandle> {
+        self.lock()
+            .producers
+            .values()
+            .flat_map(BTreeMap::values)
+            .find(|c| c.client_id == client_id && !c.connection.is_closed())
+            .map(|c| c.connection.clone())
+    }
+
+    /// The connection of consumer `client_id` in `group`, if it is live here.
+    pub fn consumer_by_client_id(&self, group: &str, client_id: &str) -> Option<ConnectionHandle> {
+        self.lock()
+            .consumers
+            .get(group)?
+            .channels
+            .values()
+            .find(|c| c.client_id == client_id && !c.connection.is_closed())
+            .map(|c| c.connection.clone())
+    }
+
+    /// Connections of a consumer group with each client's language.
+    pub fn consumer_channels(&self, group: &str) -> Vec<(ConnectionHandle, LanguageCode)> {
+        self.lock()
+            .consumers
+            .get(group)
+            .map(|g| {
+                g.channels
+                    .values()
+                    .map(|c| (c.connection.clone(), c.language))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

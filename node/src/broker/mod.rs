@@ -180,6 +180,15 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             topics_changed: Notify::new(),
             ha,
         });
+        // Replies of request-reply go to the cluster's reply topic, which
+        // Apache's broker creates at start-up (one queue, read-write):
+        // responders' producers route to it without auto-creation.
+        broker.topics.ensure(
+            &handlers::reply_topic(&broker.config.cluster_name),
+            1,
+            PERM_READ | PERM_WRITE,
+            broker.now_ms(),
+        );
         if let Some(ha) = broker.replication() {
             let me = Arc::downgrade(&broker);
             broker.store.set_append_listener(Arc::new(move |end| {

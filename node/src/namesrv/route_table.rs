@@ -140,6 +140,7 @@ impl<C: Clock> RouteTable<C> {
                 broker_addrs: BTreeMap::new(),
                 broker_name: broker_name.clone(),
                 cluster: cluster.clone(),
+                enable_acting_master: false,
             });
         set.cluster.clone_from(&cluster);
         // A broker that changes role keeps its address: one address, one ID.

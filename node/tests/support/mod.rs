@@ -125,7 +125,7 @@ pub struct Node {
 }
 
 /// A port `p` such that `p` and `p - 2` (the VIP port) are free now.
-fn free_port_pair() -> u16 {
+pub fn free_port_pair() -> u16 {
     for _ in 0..200 {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let p = l.local_addr().expect("addr").port();

@@ -76,6 +76,7 @@ async fn heartbeat<D: Disk, C: Clock>(
         client_id: hb.client_id.clone(),
         connection: ctx.connection.clone(),
         last_seen: b.clock().monotonic(),
+        language: req.language,
     };
     for p in &hb.producer_data_set {
         b.clients()

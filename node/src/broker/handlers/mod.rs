@@ -6,12 +6,14 @@
 mod admin;
 mod client;
 mod consume_stats;
+mod consumer_call;
 mod end_transaction;
 mod group;
 mod lock;
 mod offset;
 mod pull;
 mod query;
+mod reply;
 mod reset;
 mod send;
 mod send_back;
@@ -26,6 +28,8 @@ use sluice_net::header::NotifyConsumerIdsChangedRequestHeader;
 use sluice_net::remoting::{request_code as rc, response_code};
 use sluice_net::rpc::HandlerFuture;
 use sluice_net::{Handler, RemotingCommand, RequestContext};
+
+pub use reply::reply_topic;
 
 use super::Broker;
 
@@ -57,7 +61,10 @@ impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
                 rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
                     send::handle(&b, &ctx, &request).await
                 }
-                rc::PULL_MESSAGE => pull::handle(&b, &request).await,
+                rc::SEND_REPLY_MESSAGE | rc::SEND_REPLY_MESSAGE_V2 => {
+                    reply::handle(&b, &ctx, &request).await
+                }
+                rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => pull::handle(&b, &request).await,
                 rc::QUERY_CONSUMER_OFFSET
                 | rc::UPDATE_CONSUMER_OFFSET
                 | rc::GET_MAX_OFFSET
@@ -78,6 +85,9 @@ impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
                 | rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
                 | rc::DELETE_SUBSCRIPTIONGROUP => group::handle(&b, &request).await,
                 rc::GET_CONSUME_STATS => consume_stats::handle(&b, &request),
+                rc::GET_CONSUMER_RUNNING_INFO | rc::CONSUME_MESSAGE_DIRECTLY => {
+                    consumer_call::handle(&b, &request).await
+                }
                 rc::INVOKE_BROKER_TO_RESET_OFFSET => reset::handle(&b, &request),
                 rc::END_TRANSACTION => end_transaction::handle(&b, &request).await,
                 code => RemotingCommand::response(

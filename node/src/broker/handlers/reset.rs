@@ -11,7 +11,7 @@ use sluice_core::disk::Disk;
 use sluice_core::Clock;
 use sluice_net::body::{MessageQueue, ResetOffsetBody};
 use sluice_net::header::ResetOffsetRequestHeader;
-use sluice_net::remoting::{request_code as rc, response_code};
+use sluice_net::remoting::{request_code as rc, response_code, LanguageCode};
 use sluice_net::RemotingCommand;
 
 use crate::broker::response::{bad_request, fail, store_error_response};
@@ -63,9 +63,17 @@ pub(super) fn handle<D: Disk, C: Clock>(
         );
     }
     let json = Bytes::from(body.to_fastjson());
-    for conn in b.clients().consumer_connections(&h.group) {
+    // Apache answers a C++ caller, and tells C++ consumers, in the list form
+    // their parser reads; everyone else gets the map form Java parses.
+    let list = Bytes::from(body.to_list_json());
+    for (conn, language) in b.clients().consumer_channels(&h.group) {
+        let form = if language == LanguageCode::Cpp {
+            list.clone()
+        } else {
+            json.clone()
+        };
         let mut cmd = RemotingCommand::request_with_header(rc::RESET_CONSUMER_CLIENT_OFFSET, &h)
-            .with_body(json.clone());
+            .with_body(form);
         cmd.mark_oneway();
         tokio::spawn(async move {
             if let Err(e) = conn.invoke_oneway(cmd, Duration::from_secs(3)).await {
@@ -73,5 +81,9 @@ pub(super) fn handle<D: Disk, C: Clock>(
             }
         });
     }
-    RemotingCommand::success().with_body(json)
+    if req.language == LanguageCode::Cpp {
+        RemotingCommand::success().with_body(list)
+    } else {
+        RemotingCommand::success().with_body(json)
+    }
 }

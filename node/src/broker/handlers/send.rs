@@ -9,7 +9,7 @@ use bytes::Bytes;
 use sluice_core::disk::Disk;
 use sluice_core::message::{
     decode_batch, dlq_topic, is_retry_topic, keys, merge_batch_properties, offset_msg_id,
-    validate_topic, MessageInput, Properties,
+    validate_topic, MessageInput, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
 };
 use sluice_core::Clock;
 use sluice_net::header::{SendMessageRequestHeader, SendMessageResponseHeader};
@@ -90,11 +90,13 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             format!("[sluice] queueId[{queue_id}] is illegal, topic[{topic}] has {write_queues} write queues"),
         );
     }
-    let props = h.properties.clone().unwrap_or_default();
-    let wait = Properties::parse(props.as_bytes())
-        .ok()
+    let raw = h.properties.as_deref().unwrap_or_default();
+    let parsed = Properties::parse(raw.as_bytes()).ok();
+    let wait = parsed
+        .as_ref()
         .and_then(|p| p.get(keys::WAIT).map(|w| w != "false"))
         .unwrap_or(true);
+    let props = with_cluster(raw, parsed, &b.config().cluster_name);
     let template = MessageInput {
         topic,
         queue_id,
@@ -106,12 +108,15 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         reconsume_times,
         prepared_transaction_offset: 0,
         body: Bytes::new(),
-        properties: Bytes::from(props.into_bytes()),
+        properties: Bytes::from(props),
     };
     if crate::broker::transaction::records::is_half_send(&template) {
         return super::send_half::send_half(b, req, template, &h.producer_group, wait).await;
     }
-    if req.code == request_code::SEND_BATCH_MESSAGE {
+    // Apache decides by the header's batch flag, not the code: the C++
+    // client sends a batch as SEND_MESSAGE(_V2) with `batch=true`, and
+    // storing its encoding as one message would ack what was not stored.
+    if req.code == request_code::SEND_BATCH_MESSAGE || h.batch == Some(true) {
         send_batch(b, template, &req.body, wait).await
     } else {
         let msg = MessageInput {
@@ -119,6 +124,35 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             ..template
         };
         send_one(b, msg, !to_dlq, wait).await
+    }
+}
+
+/// The properties with `CLUSTER` set to this broker's cluster, as Apache's
+/// broker stores every sent message: appended when absent (the common case,
+/// no re-encode), replaced when the producer set another value, left as is
+/// when they do not parse (the store rejects them with a clear error).
+fn with_cluster(raw: &str, parsed: Option<Properties>, cluster: &str) -> Vec<u8> {
+    let Some(mut parsed) = parsed else {
+        return raw.as_bytes().to_vec();
+    };
+    match parsed.get(keys::CLUSTER) {
+        Some(c) if c == cluster => raw.as_bytes().to_vec(),
+        Some(_) => match parsed.insert(keys::CLUSTER, cluster) {
+            Ok(_) => parsed.encode(),
+            Err(_) => raw.as_bytes().to_vec(),
+        },
+        None => {
+            let mut out = Vec::with_capacity(raw.len() + cluster.len() + 10);
+            out.extend_from_slice(raw.as_bytes());
+            if !raw.is_empty() && !raw.ends_with(char::from(PROPERTY_SEPARATOR)) {
+                out.push(PROPERTY_SEPARATOR);
+            }
+            out.extend_from_slice(keys::CLUSTER.as_bytes());
+            out.push(NAME_VALUE_SEPARATOR);
+            out.extend_from_slice(cluster.as_bytes());
+            out.push(PROPERTY_SEPARATOR);
+            out
+        }
     }
 }
 
