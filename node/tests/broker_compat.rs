@@ -188,6 +188,9 @@ fn stored_messages_carry_the_cluster_and_a_reply_reaches_the_requester() {
             .await
             .expect("heartbeat");
         assert_eq!(r.code, response_code::SUCCESS);
+        // Apache 5.x answers every heartbeat with both keys.
+        assert_eq!(r.ext_fields.get("IS_SUPPORT_HEART_BEAT_V2"), Some("false"));
+        assert_eq!(r.ext_fields.get("IS_SUB_CHANGE"), Some("true"));
         let c = Client::new(&node.broker);
         let request_props = [
             (keys::CORRELATION_ID, "corr-1"),

@@ -8,7 +8,9 @@ use sluice_core::disk::Disk;
 use sluice_core::message::retry_topic;
 use sluice_core::Clock;
 use sluice_net::body::{self, CheckClientRequestBody, ConsumerListBody, HeartbeatData};
-use sluice_net::header::{GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader};
+use sluice_net::header::{
+    GetConsumerListByGroupRequestHeader, HeartbeatResponseHeader, UnregisterClientRequestHeader,
+};
 use sluice_net::remoting::{request_code as rc, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
 
@@ -107,7 +109,9 @@ async fn heartbeat<D: Disk, C: Clock>(
     if topics_changed {
         b.topics_updated().await;
     }
-    RemotingCommand::success()
+    // Apache 5.x always answers with both keys, and 5.x clients read them
+    // unchecked; Sluice takes only full heartbeats (no V2 fingerprints).
+    RemotingCommand::success().with_header(&HeartbeatResponseHeader::full_heartbeats_only())
 }
 
 /// Answers whether a consumer's subscription would be served: tag

@@ -129,7 +129,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
                 () = tokio::time::sleep_until(deadline) => continue,
             }
         }
-        return respond(code, &got);
+        return respond(code, &got, tc.topic_sys_flag, group.group_sys_flag);
     }
 }
 
@@ -154,15 +154,22 @@ fn status_code(status: GetStatus, offset: QueueOffset) -> i32 {
     }
 }
 
-fn respond(code: i32, got: &GetResult) -> RemotingCommand {
+/// The answer to a pull; like Apache's 5.x broker it names the topic's and
+/// the group's sys flags.
+fn respond(
+    code: i32,
+    got: &GetResult,
+    topic_sys_flag: i32,
+    group_sys_flag: i32,
+) -> RemotingCommand {
     let header = PullMessageResponseHeader {
         suggest_which_broker_id: 0,
         next_begin_offset: i64::try_from(got.next_begin_offset.0).unwrap_or(i64::MAX),
         min_offset: i64::try_from(got.min_offset.0).unwrap_or(i64::MAX),
         max_offset: i64::try_from(got.max_offset.0).unwrap_or(i64::MAX),
         offset_delta: None,
-        topic_sys_flag: None,
-        group_sys_flag: None,
+        topic_sys_flag: Some(topic_sys_flag),
+        group_sys_flag: Some(group_sys_flag),
         forbidden_type: None,
     };
     let mut cmd = RemotingCommand::response(code, "").with_header(&header);

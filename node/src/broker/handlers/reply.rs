@@ -75,7 +75,7 @@ async fn push<D: Disk, C: Clock>(
         flag: h.flag,
         properties: h.properties.clone(),
         reconsume_times: h.reconsume_times,
-        unit_mode: h.unit_mode,
+        unit_mode: Some(h.unit_mode.unwrap_or(false)),
         born_host: ctx.peer_addr().to_string(),
         store_host: b.store_host().to_string(),
         store_timestamp: b.now_ms(),

@@ -66,14 +66,22 @@ pub(super) fn handle<D: Disk, C: Clock>(
     // Apache answers a C++ caller, and tells C++ consumers, in the list form
     // their parser reads; everyone else gets the map form Java parses.
     let list = Bytes::from(body.to_list_json());
+    // The 4.9 Java client requires `isForce`; Apache 5.x pushes queueId -1
+    // (every queue).
+    let pushed = ResetOffsetRequestHeader {
+        is_force: Some(force),
+        queue_id: Some(-1),
+        ..h.clone()
+    };
     for (conn, language) in b.clients().consumer_channels(&h.group) {
         let form = if language == LanguageCode::Cpp {
             list.clone()
         } else {
             json.clone()
         };
-        let mut cmd = RemotingCommand::request_with_header(rc::RESET_CONSUMER_CLIENT_OFFSET, &h)
-            .with_body(form);
+        let mut cmd =
+            RemotingCommand::request_with_header(rc::RESET_CONSUMER_CLIENT_OFFSET, &pushed)
+                .with_body(form);
         cmd.mark_oneway();
         tokio::spawn(async move {
             if let Err(e) = conn.invoke_oneway(cmd, Duration::from_secs(3)).await {

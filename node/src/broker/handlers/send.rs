@@ -96,6 +96,10 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         .as_ref()
         .and_then(|p| p.get(keys::WAIT).map(|w| w != "false"))
         .unwrap_or(true);
+    let uniq_key = parsed
+        .as_ref()
+        .and_then(Properties::uniq_key)
+        .map(str::to_owned);
     let props = with_cluster(raw, parsed, &b.config().cluster_name);
     let template = MessageInput {
         topic,
@@ -116,7 +120,8 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     // Apache decides by the header's batch flag, not the code: the C++
     // client sends a batch as SEND_MESSAGE(_V2) with `batch=true`, and
     // storing its encoding as one message would ack what was not stored.
-    if req.code == request_code::SEND_BATCH_MESSAGE || h.batch == Some(true) {
+    let batch = req.code == request_code::SEND_BATCH_MESSAGE || h.batch == Some(true);
+    let mut answer = if batch {
         send_batch(b, template, &req.body, wait).await
     } else {
         let msg = MessageInput {
@@ -124,7 +129,19 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             ..template
         };
         send_one(b, msg, !to_dlq, wait).await
+    };
+    // Apache's 5.x broker names the message's UNIQ_KEY in every answer to a
+    // stored send: `transactionId` for one message, `batchUniqId` for a
+    // batch (the batch's own key).
+    if let (true, Some(key)) = (answer.code == response_code::SUCCESS, uniq_key) {
+        let field = if batch {
+            "batchUniqId"
+        } else {
+            "transactionId"
+        };
+        answer.ext_fields.insert(field, key);
     }
+    answer
 }
 
 /// The properties with `CLUSTER` set to this broker's cluster, as Apache's

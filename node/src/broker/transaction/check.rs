@@ -165,9 +165,9 @@ async fn check_one<D: Disk, C: Clock>(
     ))
     .unwrap_or_default();
     let header = CheckTransactionStateRequestHeader {
-        topic: props
-            .get(sluice_core::message::keys::REAL_TOPIC)
-            .map(str::to_owned),
+        // Apache 5.x names the stored half's topic (before restoring the
+        // real one).
+        topic: Some(shown.topic.clone()),
         tran_state_table_offset: shown.queue_offset,
         commit_log_offset: shown.phys_offset,
         msg_id: props.uniq_key().map(str::to_owned),
