@@ -15,7 +15,11 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
+use sluice_client::{Admin, ClientConfig, ClientInstance};
+use sluice_core::SystemClock;
+use sluice_net::TokioTransport;
 use support::Node;
 
 /// Broker settings the timed scenarios rely on: delay level 2 is 2 s and
@@ -75,14 +79,47 @@ fn peer_binary() -> Option<&'static Path> {
     .as_deref()
 }
 
+/// Waits until the node's name server routes `TBW102`, the topic a
+/// producer's first send to a new topic is routed by. The node prints that
+/// it listens before its first registration reaches its own name server;
+/// a send before then fails with "No route info", as against Apache.
+fn wait_routed(node: &Node) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let admin = Admin::new(ClientInstance::new(
+            TokioTransport,
+            SystemClock::new(),
+            ClientConfig::new(&node.namesrv).with_instance_name("route-watch"),
+        ));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while admin.route("TBW102").await.is_err() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the broker never registered with the name server"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        admin.client().shutdown().await;
+    });
+}
+
 /// Runs one scenario against a fresh node and fails with the peer's
 /// output unless it passed.
 fn scenario(name: &str) {
     let Some(peer) = peer_binary() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start_with_config(dir.path(), "async", NODE_TOML);
+    wait_routed(&node);
     let out = Command::new(peer)
         .args([name, "--namesrv", &node.namesrv])
+        // Broadcasting consumers' local offset files.
+        .env(
+            "rocketmq.client.localOffsetStoreDir",
+            dir.path().join("peer-offsets"),
+        )
         .env(
             "RUST_LOG",
             std::env::var("SLUICE_PEER_LOG").unwrap_or_else(|_| "error".to_owned()),

@@ -52,7 +52,7 @@ const SCENARIOS: &[&str] = &[
 ];
 
 /// Longest any one scenario may take.
-const SCENARIO_BUDGET: Duration = Duration::from_secs(45);
+const SCENARIO_BUDGET: Duration = Duration::from_secs(30);
 
 type Outcome = Result<String, String>;
 
@@ -61,9 +61,17 @@ fn fail<T>(msg: impl Into<String>) -> Result<T, String> {
 }
 
 fn ce(what: &str) -> impl FnOnce(ClientError) -> String + '_ {
-    // The Display form is only the error's public message; Debug adds its
-    // context and cause.
-    move |e| format!("{what}: {e} [{e:?}]")
+    // The Display form is only the error's public message ("Argument is
+    // invalid" for every client exception); the causes say what happened.
+    move |e| {
+        let mut text = format!("{what}: {e}");
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            text.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        text
+    }
 }
 
 fn millis() -> u64 {
@@ -632,20 +640,13 @@ async fn sql_filter(env: &Env) -> Outcome {
     const N: usize = 20;
     let topic = env.name("RpSql");
     let mut p = env.producer(&env.name("pg")).await?;
-    // One queue, so the sentinel (sent last) comes after everything else.
-    let queues = p.fetch_publish_message_queues(&topic).await;
-    let first = ok_status(&p.send(msg(&topic, 0, "sql")?).await.map_err(ce("send"))?);
-    first?;
-    let mq = match queues {
-        Ok(q) if !q.is_empty() => q[0].clone(),
-        _ => p
-            .fetch_publish_message_queues(&topic)
-            .await
-            .map_err(ce("fetch queues"))?
-            .first()
-            .cloned()
-            .ok_or("topic has no queues")?,
-    };
+    // One queue (the one the first send, which creates the topic, went
+    // to), so the sentinel (sent last) comes after everything else.
+    let first = p.send(msg(&topic, 0, "sql")?).await.map_err(ce("send"))?;
+    ok_status(&first)?;
+    let mq = first
+        .and_then(|r| r.message_queue)
+        .ok_or("the first send's result names no queue")?;
     for i in 1..N {
         let color = if i % 2 == 0 { "red" } else { "blue" };
         let m = Message::builder()
@@ -1144,14 +1145,17 @@ async fn request_reply(env: &Env) -> Outcome {
     let errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let e2 = errors.clone();
     let r2 = responder.clone();
+    let sent: Arc<Mutex<Vec<String>>> = Arc::default();
+    let s2 = sent.clone();
     let replier = tokio::spawn(async move {
         while let Some(reply) = rx.recv().await {
             match reply {
-                Ok(m) => {
-                    if let Err(e) = r2.send(m).await {
-                        e2.lock().push(format!("send reply: {e}"));
-                    }
-                }
+                Ok(m) => match r2.send(m).await {
+                    Ok(r) => s2
+                        .lock()
+                        .push(format!("{:?}", r.map(|r| (r.send_status, r.queue_offset)))),
+                    Err(e) => e2.lock().push(format!("send reply: {e}")),
+                },
                 Err(e) => e2.lock().push(e),
             }
         }
@@ -1179,7 +1183,10 @@ async fn request_reply(env: &Env) -> Outcome {
             }
             Err(e) => {
                 return fail(format!(
-                    "request-{i}: {e}; responder errors {:?}",
+                    "request-{i}: {}; the responder saw {:?}, sent replies {:?}, errors {:?}",
+                    ce("request")(e),
+                    seen.msgs().iter().map(body_of).collect::<Vec<_>>(),
+                    sent.lock(),
                     errors.lock()
                 ))
             }
@@ -1247,6 +1254,16 @@ fn main() {
     // budget. Set before any client thread exists.
     if std::env::var_os("rocketmq.client.rebalance.waitInterval").is_none() {
         std::env::set_var("rocketmq.client.rebalance.waitInterval", "2000");
+    }
+    // Broadcasting consumers keep offsets in local files, by default under
+    // $HOME/.rocketmq_offsets (which this client does not create); keep them
+    // out of $HOME.
+    if std::env::var_os("rocketmq.client.localOffsetStoreDir").is_none() {
+        let dir = std::env::temp_dir().join(format!("rust-peer-offsets-{}", std::process::id()));
+        std::env::set_var("rocketmq.client.localOffsetStoreDir", &dir);
+    }
+    if let Some(dir) = std::env::var_os("rocketmq.client.localOffsetStoreDir") {
+        let _ = std::fs::create_dir_all(dir);
     }
     let tokio_rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
