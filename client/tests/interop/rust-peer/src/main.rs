@@ -6,7 +6,9 @@
 //!
 //! Each scenario makes its own topic and group names, prints one
 //! `PASS <scenario>: ...` or `FAIL <scenario>: ...` line, and exits 0 only
-//! on PASS. `rust-peer list` prints the scenario names.
+//! on PASS. `rust-peer all` runs every scenario in one process;
+//! `rust-peer list` prints their names. The client's own log goes to
+//! stderr at `RUST_LOG`'s level (default `warn`).
 //!
 //! Scenarios that need the broker to act on a timer assume the node runs
 //! with short settings (see client/tests/interop_rust.rs): delay levels
