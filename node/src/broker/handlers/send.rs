@@ -130,16 +130,12 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         };
         send_one(b, msg, !to_dlq, wait).await
     };
-    // Apache's 5.x broker names the message's UNIQ_KEY in every answer to a
-    // stored send: `transactionId` for one message, `batchUniqId` for a
-    // batch (the batch's own key).
+    // Apache's 5.x broker names the message's UNIQ_KEY (a batch's own key)
+    // as `transactionId` in every answer to a stored send. `batchUniqId` is
+    // only for its batch-ConsumeQueue topics: a client that sees it reports
+    // that one id instead of the batch's per-message ids.
     if let (true, Some(key)) = (answer.code == response_code::SUCCESS, uniq_key) {
-        let field = if batch {
-            "batchUniqId"
-        } else {
-            "transactionId"
-        };
-        answer.ext_fields.insert(field, key);
+        answer.ext_fields.insert("transactionId", key);
     }
     answer
 }
