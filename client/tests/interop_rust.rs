@@ -6,7 +6,7 @@
 //! needs rustc >= 1.95). Its binary runs one scenario per invocation and
 //! prints `PASS`/`FAIL`. `.ci/test` builds it once and exports
 //! `SLUICE_RUST_PEER`; without that variable the first test builds it
-//! (minutes, cold) into `target/interop-rust`. `SLUICE_SKIP_RUST_INTEROP=1`
+//! (minutes, cold) into `target/interop-rust` (dev profile, no debug info). `SLUICE_SKIP_RUST_INTEROP=1`
 //! skips these tests where that toolchain is unavailable.
 
 #[path = "../../node/tests/support/mod.rs"]
@@ -59,7 +59,7 @@ fn peer_binary() -> Option<&'static Path> {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = Command::new(cargo)
             .current_dir(&root)
-            .args(["build", "--release", "--locked", "--manifest-path"])
+            .args(["build", "--locked", "--manifest-path"])
             .arg(root.join("client/tests/interop/rust-peer/Cargo.toml"))
             .arg("--target-dir")
             .arg(&target)
@@ -74,7 +74,7 @@ fn peer_binary() -> Option<&'static Path> {
             "building the rust-peer failed (it needs rustc >= 1.95; \
              SLUICE_SKIP_RUST_INTEROP=1 skips these tests)"
         );
-        Some(target.join("release/rust-peer"))
+        Some(target.join("debug/rust-peer"))
     })
     .as_deref()
 }

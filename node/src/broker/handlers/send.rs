@@ -68,28 +68,10 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     if let Some(refused) = super::send_half::refuse_reserved(&topic) {
         return refused;
     }
-    let Some(tc) = resolve_topic(b, &topic, &h).await else {
-        return fail(
-            response_code::TOPIC_NOT_EXIST,
-            format!("[sluice] topic[{topic}] not exist, apply first please"),
-        );
+    let queue_id = match writable_queue(b, &topic, &h, queue_id).await {
+        Ok(q) => q,
+        Err(refused) => return refused,
     };
-    if tc.perm & PERM_WRITE == 0 {
-        return fail(
-            response_code::NO_PERMISSION,
-            format!("[sluice] topic[{topic}] is not writable"),
-        );
-    }
-    let write_queues = tc.write_queue_nums.max(1);
-    if queue_id < 0 {
-        queue_id = i32::try_from(h.born_timestamp.rem_euclid(i64::from(write_queues))).unwrap_or(0);
-    }
-    if queue_id >= write_queues {
-        return fail(
-            response_code::SYSTEM_ERROR,
-            format!("[sluice] queueId[{queue_id}] is illegal, topic[{topic}] has {write_queues} write queues"),
-        );
-    }
     let raw = h.properties.as_deref().unwrap_or_default();
     let parsed = Properties::parse(raw.as_bytes()).ok();
     let wait = parsed
@@ -138,6 +120,40 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         answer.ext_fields.insert("transactionId", key);
     }
     answer
+}
+
+/// The queue a send goes to: the topic resolved (or auto-created) and
+/// writable, and the queue (chosen by born time when negative) within its
+/// write queues; else the refusal.
+async fn writable_queue<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    topic: &str,
+    h: &SendMessageRequestHeader,
+    mut queue_id: i32,
+) -> Result<i32, RemotingCommand> {
+    let Some(tc) = resolve_topic(b, topic, h).await else {
+        return Err(fail(
+            response_code::TOPIC_NOT_EXIST,
+            format!("[sluice] topic[{topic}] not exist, apply first please"),
+        ));
+    };
+    if tc.perm & PERM_WRITE == 0 {
+        return Err(fail(
+            response_code::NO_PERMISSION,
+            format!("[sluice] topic[{topic}] is not writable"),
+        ));
+    }
+    let write_queues = tc.write_queue_nums.max(1);
+    if queue_id < 0 {
+        queue_id = i32::try_from(h.born_timestamp.rem_euclid(i64::from(write_queues))).unwrap_or(0);
+    }
+    if queue_id >= write_queues {
+        return Err(fail(
+            response_code::SYSTEM_ERROR,
+            format!("[sluice] queueId[{queue_id}] is illegal, topic[{topic}] has {write_queues} write queues"),
+        ));
+    }
+    Ok(queue_id)
 }
 
 /// The properties with `CLUSTER` set to this broker's cluster, as Apache's
