@@ -1,6 +1,8 @@
 //! Connection lifetime: idle connections are closed when
-//! `RpcConfig::idle_timeout` is set (and kept while traffic flows); a shut
-//! down client fails pending calls and refuses new ones.
+//! `RpcConfig::idle_timeout` is set (and kept while traffic flows); a peer
+//! that begins a frame and stalls is closed after
+//! `RpcConfig::partial_frame_timeout`; a shut down client fails pending
+//! calls and refuses new ones.
 
 use std::time::Duration;
 
@@ -39,6 +41,56 @@ async fn server_closes_connections_idle_past_the_timeout() {
         .await
         .expect("closed by the server");
     assert!(server.connections().is_empty());
+}
+
+#[tokio::test]
+async fn server_closes_a_connection_that_stalls_inside_a_frame_but_keeps_a_quiet_one() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = RpcConfig {
+        partial_frame_timeout: Some(Duration::from_millis(200)),
+        ..RpcConfig::default()
+    };
+    let table = HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
+        Some(RemotingCommand::success())
+    });
+    let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", config, table)
+        .await
+        .expect("bind");
+    let addr = server.local_addr().to_string();
+    let mut quiet = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let mut stalled = Vec::new();
+    for _ in 0..50 {
+        let mut s = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        // Half of a frame: a length that promises 64 bytes, then silence.
+        s.write_all(&[0, 0, 0, 64, 0, 0]).await.expect("write");
+        stalled.push(s);
+    }
+    for mut s in stalled {
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("closed by the server, not left hanging")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "a stalled frame gets no answer");
+    }
+    // The connection that sent nothing is not a stalled frame (that is the
+    // idle timeout's business, off here): it still works.
+    let frame = sluice_net::remoting::frame::encode_to_bytes(
+        &RemotingCommand::request(1),
+        &sluice_net::remoting::FrameLimits::default(),
+    )
+    .expect("encodable");
+    quiet.write_all(&frame).await.expect("write");
+    let mut buf = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(5), quiet.read_exact(&mut buf))
+        .await
+        .expect("answered")
+        .expect("read");
+    assert_eq!(server.connections().len(), 1);
 }
 
 #[tokio::test]

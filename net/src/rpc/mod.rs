@@ -74,7 +74,16 @@ pub struct RpcConfig {
     /// Close a connection on which nothing arrives for this long. RocketMQ
     /// servers use 120 s (clients heartbeat every 30 s); `None` never closes.
     pub idle_timeout: Option<Duration>,
+    /// Close a connection whose peer began a frame and sent nothing more of
+    /// it for this long (half a frame, then silence: a slow-loris or a
+    /// half-open peer would otherwise hold its buffer and task forever).
+    /// A whole frame of the largest size arrives in well under this on any
+    /// working link.
+    pub partial_frame_timeout: Option<Duration>,
 }
+
+/// The default [`RpcConfig::partial_frame_timeout`].
+pub const PARTIAL_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Default for RpcConfig {
     fn default() -> Self {
@@ -86,6 +95,7 @@ impl Default for RpcConfig {
             outbound_queue_frames: 4_096,
             close_on_timeout: true,
             idle_timeout: None,
+            partial_frame_timeout: Some(PARTIAL_FRAME_TIMEOUT),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! pre-encoded frames, coalescing small ones into one write.
 
 use std::io;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -22,6 +23,7 @@ pub struct FrameReader<R> {
     inner: R,
     buf: BytesMut,
     limits: FrameLimits,
+    partial_frame_timeout: Option<Duration>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -31,7 +33,17 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner,
             buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
             limits,
+            partial_frame_timeout: None,
         }
+    }
+
+    /// Fails a read once a frame has been begun and no byte of it arrived
+    /// for `timeout`: a peer that sends half a frame and idles (a slow-loris
+    /// client, a half-open connection) holds no buffer forever.
+    #[must_use]
+    pub fn with_partial_frame_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.partial_frame_timeout = timeout;
+        self
     }
 
     /// The next command; `Ok(None)` on a clean end of stream.
@@ -45,7 +57,24 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
                 self.buf.reserve(READ_CHUNK_BYTES);
             }
-            if self.inner.read_buf(&mut self.buf).await? == 0 {
+            let read = match (self.partial_frame_timeout, self.buf.is_empty()) {
+                (Some(limit), false) => {
+                    tokio::time::timeout(limit, self.inner.read_buf(&mut self.buf))
+                        .await
+                        .map_err(|_| {
+                            io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                format!(
+                                    "a frame stalled after {} bytes for {} ms",
+                                    self.buf.len(),
+                                    limit.as_millis()
+                                ),
+                            )
+                        })??
+                }
+                _ => self.inner.read_buf(&mut self.buf).await?,
+            };
+            if read == 0 {
                 if self.buf.is_empty() {
                     return Ok(None);
                 }
