@@ -179,7 +179,19 @@ fn space_counts_segments<D: Disk>(disk: &D) {
     assert!(before.used_bytes <= before.total_bytes);
 }
 
+fn bad_paths_are_refused<D: Disk>(disk: &D) {
+    for bad in ["", "/abs", "a//b", "./a", "a/../b", "nul\0byte"] {
+        let err = disk.create_segment(bad, SEG_BYTES).map(drop);
+        assert_eq!(
+            err.expect_err(bad).kind(),
+            io::ErrorKind::InvalidInput,
+            "{bad:?}"
+        );
+    }
+}
+
 fn conformance<D: Disk>(disk: &D) {
+    bad_paths_are_refused(disk);
     write_slice_round_trip(disk);
     fill_in_place_round_trip(disk);
     out_of_range_is_an_error(disk);

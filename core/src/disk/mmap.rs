@@ -20,6 +20,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::check_path;
 use super::{Disk, DiskSpace, Segment};
 
 /// Largest file `read_small` will load; a limit checked before allocating.
@@ -608,19 +609,6 @@ fn check_len(len: u64) -> io::Result<usize> {
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
-/// Rejects paths that could escape the root or name nothing.
-fn check_path(path: &str) -> io::Result<()> {
-    let bad = path.is_empty()
-        || path.starts_with('/')
-        || path
-            .split('/')
-            .any(|part| part.is_empty() || part == "." || part == ".." || part.contains('\0'));
-    if bad {
-        return Err(invalid(format!("bad path {path:?}")));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -19,6 +19,24 @@ pub use sim::{
     SECTOR_BYTES,
 };
 
+/// Rejects paths that could escape a disk's root or name nothing: empty,
+/// absolute, with an empty, `.` or `..` component, or with a NUL byte. One
+/// rule for every disk, so a path the simulation accepts the kernel does too.
+pub(crate) fn check_path(path: &str) -> io::Result<()> {
+    let bad = path.is_empty()
+        || path.starts_with('/')
+        || path
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == ".." || part.contains('\0'));
+    if bad {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad path {path:?}"),
+        ));
+    }
+    Ok(())
+}
+
 /// One pre-allocated, fixed-size file (a CommitLog or ConsumeQueue segment).
 ///
 /// Writes land in the page cache (the mapping); they survive a process crash

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 
+use super::check_path;
 use super::{Disk, DiskSpace, Segment};
 
 /// Page size of the simulated page cache; the unit of writeback.
@@ -732,19 +733,6 @@ fn stale(path: &str) -> io::Error {
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
-/// Rejects paths that could escape the disk's root or name nothing.
-fn check_path(path: &str) -> io::Result<()> {
-    let bad = path.is_empty()
-        || path.starts_with('/')
-        || path
-            .split('/')
-            .any(|part| part.is_empty() || part == "." || part == "..");
-    if bad {
-        return Err(invalid(format!("bad path {path:?}")));
-    }
-    Ok(())
 }
 
 /// Offsets here are bounded by `SEGMENT_BYTES_MAX` or a page, which fit in
