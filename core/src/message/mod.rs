@@ -10,6 +10,7 @@ pub mod msg_id;
 pub mod properties;
 pub mod record;
 pub mod record_seal;
+pub mod restore;
 pub mod stored_record;
 pub mod topic;
 pub mod uniq_key;
@@ -25,6 +26,9 @@ pub use record::{
 };
 pub use record_seal::{
     encode_sealed, seal_matches, sealed_len, strip_seal, with_seal_placeholder, SEAL_PROPERTY_BYTES,
+};
+pub use restore::{
+    real_destination, save_real_destination, take_real_destination, RealDestinationError,
 };
 pub use stored_record::{
     encode_blank, encode_pad_head, peek_head, stored_phys_offset, stored_queue_offset,

@@ -17,7 +17,10 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sluice_core::disk::Disk;
 use sluice_core::message::topic::SCHEDULE_TOPIC;
-use sluice_core::message::{keys, strip_seal, sys_flag, MessageInput, Properties, StoredRecord};
+use sluice_core::message::{
+    keys, real_destination, save_real_destination, strip_seal, sys_flag, MessageInput, Properties,
+    StoredRecord,
+};
 use sluice_core::store::{GetStatus, TagsFilter};
 use sluice_core::{Clock, Error as StoreError, QueueOffset};
 use tokio::task::JoinHandle;
@@ -165,10 +168,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         };
         let bad = |e: sluice_core::message::EncodeError| DivertError(e.to_string());
         props.insert(keys::DELAY, &level.to_string()).map_err(bad)?;
-        props.insert(keys::REAL_TOPIC, &msg.topic).map_err(bad)?;
-        props
-            .insert(keys::REAL_QID, &msg.queue_id.to_string())
-            .map_err(bad)?;
+        save_real_destination(&mut props, &msg.topic, msg.queue_id).map_err(bad)?;
         let queues = self.delay_levels().count();
         let (_, created) = self.topics().ensure(
             SCHEDULE_TOPIC,
@@ -324,28 +324,16 @@ enum Retry {
 async fn redeliver<D: Disk, C: Clock>(b: &Broker<D, C>, rec: &StoredRecord) -> Result<(), Retry> {
     let mut props = Properties::parse(strip_seal(&rec.properties))
         .map_err(|e| Retry::Never(format!("properties: {e}")))?;
-    let topic = props
-        .get(keys::REAL_TOPIC)
-        .map(str::to_owned)
-        .ok_or_else(|| Retry::Never("no REAL_TOPIC".to_owned()))?;
-    let queue_id = props
-        .get(keys::REAL_QID)
-        .and_then(|q| q.parse::<i32>().ok())
-        .ok_or_else(|| Retry::Never("no REAL_QID".to_owned()))?;
+    // RocketMQ leaves REAL_TOPIC/REAL_QID on a delivered delayed message.
+    let (topic, queue_id) = real_destination(&props).map_err(|e| Retry::Never(e.to_string()))?;
     props.remove(keys::DELAY);
-    let msg = MessageInput {
+    let msg = MessageInput::from_stored(
+        rec,
         topic,
         queue_id,
-        flag: rec.flag,
-        sys_flag: rec.sys_flag,
-        born_timestamp_ms: rec.born_timestamp_ms,
-        born_host: rec.born_host,
-        store_host: b.store_host(),
-        reconsume_times: rec.reconsume_times,
-        prepared_transaction_offset: rec.prepared_transaction_offset,
-        body: rec.body.clone(),
-        properties: Bytes::from(props.encode()),
-    };
+        Bytes::from(props.encode()),
+        b.store_host(),
+    );
     match b.store().put(msg, false).await {
         Ok(_) => Ok(()),
         Err(e @ (StoreError::MessageRejected { .. } | StoreError::Encode(_))) => {

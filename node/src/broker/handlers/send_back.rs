@@ -115,17 +115,8 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         b.topics_updated().await;
     }
     let mut msg = MessageInput {
-        topic,
-        queue_id: 0,
-        flag: rec.flag,
-        sys_flag: rec.sys_flag,
-        born_timestamp_ms: rec.born_timestamp_ms,
-        born_host: rec.born_host,
-        store_host: b.store_host(),
         reconsume_times: rec.reconsume_times.saturating_add(1),
-        prepared_transaction_offset: rec.prepared_transaction_offset,
-        body: rec.body.clone(),
-        properties: Bytes::from(props.encode()),
+        ..MessageInput::from_stored(&rec, topic, 0, Bytes::from(props.encode()), b.store_host())
     };
     if let Err(e) = b.divert_delayed(&mut msg).await {
         return fail(response_code::SYSTEM_ERROR, format!("[sluice] {}", e.0));

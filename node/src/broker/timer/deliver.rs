@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use sluice_core::disk::{Disk, Segment};
-use sluice_core::message::{keys, strip_seal, MessageInput, Properties, StoredRecord};
+use sluice_core::message::{
+    keys, strip_seal, take_real_destination, MessageInput, Properties, RealDestinationError,
+    StoredRecord,
+};
 use sluice_core::{Clock, Error as StoreError, QueueOffset};
 use tokio::task::JoinHandle;
 
@@ -337,31 +340,20 @@ fn reput_input<D: Disk, C: Clock>(
         .ok_or_else(|| ("parked record missing or replaced".to_owned(), None))?;
     let mut props = Properties::parse(strip_seal(&rec.properties))
         .map_err(|e| (format!("properties: {e}"), None))?;
-    let topic = props
-        .remove(keys::REAL_TOPIC)
-        .ok_or_else(|| ("no REAL_TOPIC".to_owned(), None))?;
-    let Some(queue_id) = props
-        .remove(keys::REAL_QID)
-        .and_then(|q| q.parse::<i32>().ok())
-    else {
-        return Err(("no REAL_QID".to_owned(), Some(topic)));
-    };
+    let (topic, queue_id) = take_real_destination(&mut props).map_err(|e| match e {
+        RealDestinationError::NoQueue { topic } => ("no REAL_QID".to_owned(), Some(topic)),
+        RealDestinationError::NoTopic => ("no REAL_TOPIC".to_owned(), None),
+    })?;
     for key in TIMER_KEYS {
         props.remove(key);
     }
-    Ok(MessageInput {
+    Ok(MessageInput::from_stored(
+        &rec,
         topic,
         queue_id,
-        flag: rec.flag,
-        sys_flag: rec.sys_flag,
-        born_timestamp_ms: rec.born_timestamp_ms,
-        born_host: rec.born_host,
-        store_host: b.store_host(),
-        reconsume_times: rec.reconsume_times,
-        prepared_transaction_offset: rec.prepared_transaction_offset,
-        body: rec.body,
-        properties: Bytes::from(props.encode()),
-    })
+        Bytes::from(props.encode()),
+        b.store_host(),
+    ))
 }
 
 /// A replica forgets the slots its master has delivered, but for the last

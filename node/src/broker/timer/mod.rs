@@ -41,7 +41,9 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sluice_core::disk::Disk;
-use sluice_core::message::{keys, strip_seal, sys_flag, MessageInput, Properties, StoredRecord};
+use sluice_core::message::{
+    keys, save_real_destination, strip_seal, sys_flag, MessageInput, Properties, StoredRecord,
+};
 use sluice_core::{Clock, CommitLogOffset, MessageStore};
 
 pub(crate) use deliver::spawn;
@@ -384,10 +386,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             props
                 .insert(keys::TIMER_OUT_MS, &due_ms.to_string())
                 .map_err(bad)?;
-            props.insert(keys::REAL_TOPIC, &msg.topic).map_err(bad)?;
-            props
-                .insert(keys::REAL_QID, &msg.queue_id.to_string())
-                .map_err(bad)?;
+            save_real_destination(&mut props, &msg.topic, msg.queue_id).map_err(bad)?;
             let (_, created) =
                 self.topics()
                     .ensure(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE, self.now_ms());

@@ -5,7 +5,10 @@
 
 use bytes::Bytes;
 use sluice_core::message::topic::{HALF_TOPIC, OP_HALF_TOPIC};
-use sluice_core::message::{keys, strip_seal, sys_flag, MessageInput, Properties, StoredRecord};
+use sluice_core::message::{
+    keys, save_real_destination, strip_seal, sys_flag, take_real_destination, MessageInput,
+    Properties, StoredRecord,
+};
 
 use super::tracker::{HalfCopy, Outcome};
 
@@ -36,10 +39,7 @@ pub fn is_half_send(msg: &MessageInput) -> bool {
 /// (so the store indexes it in the half queue like any message).
 pub fn into_half(msg: &mut MessageInput, group: &str) -> Result<(), NotAHalf> {
     let mut props = Properties::parse(&msg.properties).map_err(bad)?;
-    props.insert(keys::REAL_TOPIC, &msg.topic).map_err(bad)?;
-    props
-        .insert(keys::REAL_QID, &msg.queue_id.to_string())
-        .map_err(bad)?;
+    save_real_destination(&mut props, &msg.topic, msg.queue_id).map_err(bad)?;
     props.insert(keys::TRAN_MSG, "true").map_err(bad)?;
     if props.get(keys::PGROUP).is_none() {
         props.insert(keys::PGROUP, group).map_err(bad)?;
@@ -111,27 +111,20 @@ fn restored(
     store_host: std::net::SocketAddr,
 ) -> Result<MessageInput, NotAHalf> {
     let mut props = Properties::parse(strip_seal(&rec.properties)).map_err(bad)?;
-    let topic = props
-        .remove(keys::REAL_TOPIC)
-        .ok_or_else(|| NotAHalf("it has no REAL_TOPIC".to_owned()))?;
-    let queue_id = props
-        .remove(keys::REAL_QID)
-        .and_then(|q| q.parse::<i32>().ok())
-        .ok_or_else(|| NotAHalf("it has no valid REAL_QID".to_owned()))?;
+    let (topic, queue_id) =
+        take_real_destination(&mut props).map_err(|e| NotAHalf(format!("it has {e}")))?;
     props.remove(keys::TRANSACTION_CHECK_TIMES);
     props.remove(ORIGIN_QUEUE_OFFSET);
     Ok(MessageInput {
-        topic,
-        queue_id,
-        flag: rec.flag,
         sys_flag: rec.sys_flag & !sys_flag::TRANSACTION_MASK,
-        born_timestamp_ms: rec.born_timestamp_ms,
-        born_host: rec.born_host,
-        store_host,
-        reconsume_times: rec.reconsume_times,
         prepared_transaction_offset: rec.phys_offset,
-        body: rec.body.clone(),
-        properties: Bytes::from(props.encode()),
+        ..MessageInput::from_stored(
+            rec,
+            topic,
+            queue_id,
+            Bytes::from(props.encode()),
+            store_host,
+        )
     })
 }
 
@@ -214,17 +207,14 @@ pub fn recheck_copy(
         .insert(ORIGIN_QUEUE_OFFSET, &origin.to_string())
         .map_err(bad)?;
     Ok(MessageInput {
-        topic: HALF_TOPIC.to_owned(),
-        queue_id: 0,
-        flag: rec.flag,
         sys_flag: rec.sys_flag & !sys_flag::TRANSACTION_MASK,
-        born_timestamp_ms: rec.born_timestamp_ms,
-        born_host: rec.born_host,
-        store_host,
-        reconsume_times: rec.reconsume_times,
-        prepared_transaction_offset: rec.prepared_transaction_offset,
-        body: rec.body.clone(),
-        properties: Bytes::from(props.encode()),
+        ..MessageInput::from_stored(
+            rec,
+            HALF_TOPIC.to_owned(),
+            0,
+            Bytes::from(props.encode()),
+            store_host,
+        )
     })
 }
 
