@@ -97,53 +97,61 @@ fn check_object(object: &Value, fixture: &Fixture, populated: bool) {
     let map = object
         .as_object()
         .unwrap_or_else(|| panic!("{class}: not a JSON object: {object}"));
-    let mut expected: Vec<(&str, Ty, bool)> = fixture
-        .required
-        .iter()
-        .map(|(k, t)| (*k, *t, true))
-        .collect();
-    expected.extend(fixture.optional.iter().map(|(k, t)| (*k, *t, populated)));
-    for (key, ty, must) in expected {
-        match map.get(key) {
-            Some(value) => assert!(
-                json_type_matches(value, ty),
-                "{class}.{key} must be a JSON {ty:?}, got {value}"
-            ),
-            None => assert!(!must, "{class}: key `{key}` is missing from {object}"),
-        }
-    }
-    for key in map.keys() {
-        let known = fixture.required.iter().any(|(k, _)| k == key)
-            || fixture.optional.iter().any(|(k, _)| k == key)
-            || fixture.extra.contains(&key.as_str());
-        assert!(known, "{class}: key `{key}` is not Apache's");
-    }
+    check_keys(
+        fixture,
+        populated,
+        map.keys().map(String::as_str),
+        |key, ty| {
+            map.get(key).map(|value| {
+                assert!(
+                    json_type_matches(value, ty),
+                    "{class}.{key} must be a JSON {ty:?}, got {value}"
+                );
+            })
+        },
+    );
 }
 
 /// Checks a header's `extFields` against a fixture.
 fn check_header(header: &impl header::CommandHeader, fixture: &Fixture, populated: bool) {
     let class = fixture.class;
     let ext = header::to_map(header);
-    let mut expected: Vec<(&str, Ty, bool)> = fixture
+    check_keys(fixture, populated, ext.keys(), |key, ty| {
+        ext.get(key).map(|text| {
+            assert!(
+                text_type_matches(text, ty),
+                "{class}.{key} must read as a Java {ty:?}, got {text:?}"
+            );
+        })
+    });
+}
+
+/// The fixture's rule over one encoded value: every required key (and, on
+/// a fully filled value, every optional one) is present with its type
+/// (`typed` checks the type and is `None` when the key is absent), and no
+/// key outside the fixture appears.
+fn check_keys<'k>(
+    fixture: &Fixture,
+    populated: bool,
+    present: impl Iterator<Item = &'k str>,
+    typed: impl Fn(&str, Ty) -> Option<()>,
+) {
+    let class = fixture.class;
+    let expected = fixture
         .required
         .iter()
         .map(|(k, t)| (*k, *t, true))
-        .collect();
-    expected.extend(fixture.optional.iter().map(|(k, t)| (*k, *t, populated)));
+        .chain(fixture.optional.iter().map(|(k, t)| (*k, *t, populated)));
     for (key, ty, must) in expected {
-        match ext.get(key) {
-            Some(text) => assert!(
-                text_type_matches(text, ty),
-                "{class}.{key} must read as a Java {ty:?}, got {text:?}"
-            ),
-            None => assert!(!must, "{class}: extField `{key}` is missing"),
+        if typed(key, ty).is_none() {
+            assert!(!must, "{class}: key `{key}` is missing");
         }
     }
-    for key in ext.keys() {
+    for key in present {
         let known = fixture.required.iter().any(|(k, _)| *k == key)
             || fixture.optional.iter().any(|(k, _)| *k == key)
             || fixture.extra.contains(&key);
-        assert!(known, "{class}: extField `{key}` is not Apache's");
+        assert!(known, "{class}: key `{key}` is not Apache's");
     }
 }
 

@@ -11,18 +11,23 @@ use sluice_net::{
     HandlerTable, RemotingCommand, RequestContext, RpcClient, RpcConfig, RpcServer, TokioTransport,
 };
 
-#[tokio::test]
-async fn server_closes_connections_idle_past_the_timeout() {
-    let config = RpcConfig {
-        idle_timeout: Some(Duration::from_millis(300)),
-        ..RpcConfig::default()
-    };
+/// A loopback server answering request code 1 with SUCCESS.
+async fn echo_server(config: RpcConfig) -> RpcServer {
     let table = HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
         Some(RemotingCommand::success())
     });
-    let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", config, table)
+    RpcServer::bind(&TokioTransport, "127.0.0.1:0", config, table)
         .await
-        .expect("bind");
+        .expect("bind")
+}
+
+#[tokio::test]
+async fn server_closes_connections_idle_past_the_timeout() {
+    let server = echo_server(RpcConfig {
+        idle_timeout: Some(Duration::from_millis(300)),
+        ..RpcConfig::default()
+    })
+    .await;
     let addr = server.local_addr().to_string();
     let client = RpcClient::new(TokioTransport, RpcConfig::default());
     let connection = client.connection(&addr).await.expect("connect");
@@ -46,16 +51,11 @@ async fn server_closes_connections_idle_past_the_timeout() {
 #[tokio::test]
 async fn server_closes_a_connection_that_stalls_inside_a_frame_but_keeps_a_quiet_one() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let config = RpcConfig {
+    let server = echo_server(RpcConfig {
         partial_frame_timeout: Some(Duration::from_millis(200)),
         ..RpcConfig::default()
-    };
-    let table = HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
-        Some(RemotingCommand::success())
-    });
-    let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", config, table)
-        .await
-        .expect("bind");
+    })
+    .await;
     let addr = server.local_addr().to_string();
     let mut quiet = tokio::net::TcpStream::connect(&addr)
         .await
