@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sluice_core::disk::Disk;
 use sluice_core::message::topic::SCHEDULE_TOPIC;
 use sluice_core::message::{
-    keys, real_destination, save_real_destination, strip_seal, sys_flag, MessageInput, Properties,
+    keys, real_destination, save_real_destination, strip_seal, MessageInput, Properties,
     StoredRecord,
 };
 use sluice_core::store::{GetStatus, TagsFilter};
@@ -153,8 +153,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     /// and is not a prepared or rolled-back transaction half; levels above
     /// the highest are clamped. Creates the schedule topic on first use.
     pub(crate) async fn divert_delayed(&self, msg: &mut MessageInput) -> Result<(), DivertError> {
-        let tx = msg.sys_flag & sys_flag::TRANSACTION_MASK;
-        if tx != sys_flag::TRANSACTION_NOT && tx != sys_flag::TRANSACTION_COMMIT {
+        // Halves and rollbacks are never delayed (they get no queue entry).
+        if !sluice_core::commit_log::is_dispatchable(msg.sys_flag) {
             return Ok(());
         }
         let Ok(mut props) = Properties::parse(&msg.properties) else {

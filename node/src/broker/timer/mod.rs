@@ -42,7 +42,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sluice_core::disk::Disk;
 use sluice_core::message::{
-    keys, save_real_destination, strip_seal, sys_flag, MessageInput, Properties, StoredRecord,
+    keys, save_real_destination, strip_seal, MessageInput, Properties, StoredRecord,
 };
 use sluice_core::{Clock, CommitLogOffset, MessageStore};
 
@@ -359,8 +359,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     /// (see the module doc); a due time already reached leaves it for its
     /// real topic with the timer properties (and any `DELAY`) removed.
     pub(crate) async fn divert_timer(&self, msg: &mut MessageInput) -> Result<(), DivertError> {
-        let tx = msg.sys_flag & sys_flag::TRANSACTION_MASK;
-        if tx != sys_flag::TRANSACTION_NOT && tx != sys_flag::TRANSACTION_COMMIT {
+        // Halves and rollbacks are never delayed (they get no queue entry).
+        if !sluice_core::commit_log::is_dispatchable(msg.sys_flag) {
             return Ok(());
         }
         let Ok(mut props) = Properties::parse(&msg.properties) else {
