@@ -94,6 +94,37 @@ async fn server_closes_a_connection_that_stalls_inside_a_frame_but_keeps_a_quiet
 }
 
 #[tokio::test]
+async fn a_server_call_that_times_out_keeps_the_connection_when_asked_to() {
+    let server = echo_server(RpcConfig::default()).await;
+    let addr = server.local_addr().to_string();
+    // A client whose handler never answers code 2.
+    let client = RpcClient::with_handler(
+        TokioTransport,
+        RpcConfig::default(),
+        |_ctx: RequestContext, _req: RemotingCommand| async {
+            std::future::pending::<()>().await;
+            None
+        },
+    );
+    let resp = client
+        .invoke(&addr, RemotingCommand::request(1), Duration::from_secs(1))
+        .await
+        .expect("answered");
+    assert_eq!(resp.code, response_code::SUCCESS);
+    let to_client = server.connections().pop().expect("the client's connection");
+    let kept = to_client
+        .invoke_keeping_open(RemotingCommand::request(2), Duration::from_millis(100))
+        .await;
+    assert!(kept.is_err(), "the client never answers");
+    assert!(!to_client.is_closed(), "a slow client keeps its connection");
+    let closed = to_client
+        .invoke(RemotingCommand::request(2), Duration::from_millis(100))
+        .await;
+    assert!(closed.is_err());
+    assert!(to_client.is_closed(), "invoke closes on timeout by default");
+}
+
+#[tokio::test]
 async fn shut_down_client_fails_pending_and_refuses_new_calls() {
     let table = HandlerTable::new()
         .with(1, |_ctx: RequestContext, _req: RemotingCommand| async {

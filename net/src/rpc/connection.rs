@@ -141,8 +141,30 @@ impl ConnectionHandle {
     /// On timeout the connection is closed (see `RpcConfig::close_on_timeout`).
     pub async fn invoke(
         &self,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        self.exchange(request, timeout, self.shared.close_on_timeout)
+            .await
+    }
+
+    /// [`ConnectionHandle::invoke`] that keeps the connection open on
+    /// timeout: for calls a server makes to a client (a forwarded admin
+    /// call, a pushed reply), where a slow answer says nothing about the
+    /// stream and closing it would drop a live consumer or producer.
+    pub async fn invoke_keeping_open(
+        &self,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand> {
+        self.exchange(request, timeout, false).await
+    }
+
+    async fn exchange(
+        &self,
         mut request: RemotingCommand,
         timeout: Duration,
+        close_on_timeout: bool,
     ) -> Result<RemotingCommand> {
         let Ok(_permit) = self.shared.in_flight.try_acquire() else {
             return Err(Error::TooManyInFlight {
@@ -181,7 +203,7 @@ impl ConnectionHandle {
         if let Ok(result) = tokio::time::timeout(timeout, exchange).await {
             result
         } else {
-            if self.shared.close_on_timeout {
+            if close_on_timeout {
                 tracing::debug!(peer = %self.shared.peer, code = request.code, "closing connection after a request timed out");
                 self.close();
             }

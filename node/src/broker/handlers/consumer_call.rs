@@ -73,7 +73,10 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             format!("The Consumer <{group}> <{client_id}> not online"),
         );
     };
-    match conn.invoke(forward, CONSUMER_CALL_TIMEOUT).await {
+    match conn
+        .invoke_keeping_open(forward, CONSUMER_CALL_TIMEOUT)
+        .await
+    {
         Ok(answer) => answer,
         Err(e) => fail(
             response_code::SYSTEM_ERROR,

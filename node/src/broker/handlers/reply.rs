@@ -82,7 +82,7 @@ async fn push<D: Disk, C: Clock>(
     };
     let cmd = RemotingCommand::request_with_header(rc::PUSH_REPLY_MESSAGE_TO_CLIENT, &header)
         .with_body(req.body.clone());
-    match conn.invoke(cmd, PUSH_TIMEOUT).await {
+    match conn.invoke_keeping_open(cmd, PUSH_TIMEOUT).await {
         Ok(r) if r.code == response_code::SUCCESS => Ok(()),
         Ok(r) => Err(format!(
             "push reply message to <{requester}> failed: code {} {}",
