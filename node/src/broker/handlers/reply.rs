@@ -37,7 +37,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     if let Err(remark) = push(b, ctx, req, &h).await {
         // Apache stores the reply even when the push fails, and answers with
         // the store's result; the requester may still find it by topic.
-        tracing::info!(topic = %h.topic, "{remark}");
+        tracing::warn!(topic = %h.topic, "{remark}");
     }
     super::send::handle(b, ctx, req).await
 }
