@@ -8,12 +8,15 @@
 //!   consumer offsets, client registry, long polling, registration.
 //! - [`controller`]: the raft-replicated controller that elects broker
 //!   masters from the in-sync set (RocketMQ 5 controller mode), and its client.
+//! - [`dispatch`]: one request shape for all three servers: a handler per
+//!   code in one [`dispatch::Routes`] table, refusals answered in one place.
 //! - [`config_file`]: the broker's TOML configuration file.
 //! - [`error`]: the crate's `Error`.
 
 pub mod broker;
 pub mod config_file;
 pub mod controller;
+pub mod dispatch;
 pub mod error;
 pub mod namesrv;
 

@@ -439,7 +439,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         shutdown: impl Future<Output = ()>,
         bound: impl FnOnce(SocketAddr),
     ) -> Result<()> {
-        let handler = handlers::BrokerHandler::new(Arc::clone(&self));
+        let handler = handlers::routes(Arc::clone(&self));
         let me = Arc::clone(&self);
         let server = RpcServer::builder(RpcConfig::default(), handler.clone())
             .on_connection_closed(move |id| {

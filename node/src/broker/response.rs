@@ -52,14 +52,6 @@ pub fn replica_ack_response(
     out
 }
 
-/// A `SYSTEM_ERROR` response for a request whose header could not be read.
-pub fn bad_request(e: &sluice_net::Error) -> RemotingCommand {
-    RemotingCommand::response(
-        response_code::SYSTEM_ERROR,
-        format!("[sluice] bad request: {e}"),
-    )
-}
-
 /// A response with just a code and remark.
 pub fn fail(code: i32, remark: impl Into<String>) -> RemotingCommand {
     RemotingCommand::response(code, remark)

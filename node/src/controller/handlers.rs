@@ -1,5 +1,6 @@
-//! Controller request handlers, one per request code, each
-//! `async fn(&Context, RemotingCommand) -> RemotingCommand`. Only the raft
+//! Controller request handlers, one per request code, each of the one
+//! shape `async fn(&Context, &RequestContext, &RemotingCommand) -> Reply`
+//! (see `crate::dispatch`). Only the raft
 //! leader answers brokers; others answer `NOT_LEADER` with the leader's
 //! address. Writes answer after their command applied, or `NOT_APPLIED`.
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 use protobuf::Message as _;
 use sluice_core::Clock;
 use sluice_net::remoting::response_code;
-use sluice_net::{HandlerTable, RemotingCommand, RequestContext};
+use sluice_net::{RemotingCommand, RequestContext};
 use tokio::sync::{mpsc, oneshot};
 
 use super::api::{
@@ -19,6 +20,7 @@ use super::api::{
 use super::consensus::{lock, Input, ProposeError, SharedRef};
 use super::state::{choose_renewed_master, Applied, Command, Member, Rejection};
 use super::ControllerConfig;
+use crate::dispatch::{route, Refusal, Reply, Route, Routes};
 
 /// What every handler needs.
 pub struct Context<C: Clock> {
@@ -33,62 +35,44 @@ pub struct Context<C: Clock> {
 }
 
 /// Routes the controller's codes to their handlers.
-pub fn handler_table<C: Clock>(context: &Arc<Context<C>>) -> HandlerTable {
-    let mut table = HandlerTable::new();
-    let ctx = Arc::clone(context);
-    table.register(
-        api::RAFT_MESSAGE,
-        move |_: RequestContext, request: RemotingCommand| {
-            raft_message(&ctx, &request);
-            std::future::ready(None)
-        },
-    );
-    let ctx = Arc::clone(context);
-    table.register(
-        api::BROKER_HEARTBEAT,
-        move |_: RequestContext, request: RemotingCommand| {
-            let ctx = Arc::clone(&ctx);
-            async move { Some(heartbeat(&ctx, &request).await) }
-        },
-    );
-    let ctx = Arc::clone(context);
-    table.register(
-        api::ALTER_IN_SYNC,
-        move |_: RequestContext, request: RemotingCommand| {
-            let ctx = Arc::clone(&ctx);
-            async move { Some(alter_in_sync(&ctx, &request).await) }
-        },
-    );
-    let ctx = Arc::clone(context);
-    table.register(
-        api::GET_METADATA,
-        move |_: RequestContext, _: RemotingCommand| std::future::ready(Some(metadata(&ctx))),
-    );
-    table
+pub fn routes<C: Clock>(context: &Arc<Context<C>>) -> Routes<Context<C>> {
+    let table: &[(i32, Route<Context<C>>)] = &[
+        (api::RAFT_MESSAGE, route!(raft_message)),
+        (api::BROKER_HEARTBEAT, route!(heartbeat)),
+        (api::ALTER_IN_SYNC, route!(alter_in_sync)),
+        (api::GET_METADATA, route!(metadata)),
+    ];
+    Routes::new("controller", Arc::clone(context), table)
 }
 
-fn raft_message<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) {
+/// A peer's raft message, sent oneway (the success answer is dropped).
+async fn raft_message<C: Clock>(
+    ctx: &Context<C>,
+    _: &RequestContext,
+    request: &RemotingCommand,
+) -> Reply {
     match raft::eraftpb::Message::parse_from_bytes(&request.body) {
         // A full queue drops the message; raft resends.
         Ok(message) => drop(ctx.inputs.try_send(Input::Raft(Box::new(message)))),
         Err(error) => tracing::debug!(%error, "undecodable raft message dropped"),
     }
+    Ok(RemotingCommand::success())
 }
 
-async fn heartbeat<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> RemotingCommand {
-    let heartbeat = match BrokerHeartbeat::from_request(request) {
-        Ok(heartbeat) => heartbeat,
-        Err(reason) => return invalid(format!("BROKER_HEARTBEAT: {reason}")),
-    };
+async fn heartbeat<C: Clock>(
+    ctx: &Context<C>,
+    _: &RequestContext,
+    request: &RemotingCommand,
+) -> Reply {
+    let heartbeat = BrokerHeartbeat::from_request(request)
+        .map_err(|reason| invalid(format!("BROKER_HEARTBEAT: {reason}")))?;
     let member = Member {
         broker_addr: heartbeat.broker_addr.clone(),
         ha_addr: heartbeat.ha_addr.clone(),
     };
     let (needs_join, was_master) = {
         let shared = lock(&ctx.shared);
-        if let Some(answer) = not_leader(ctx, &shared) {
-            return answer;
-        }
+        leading(ctx, &shared)?;
         let group = shared.state.groups.get(&heartbeat.group);
         (
             group.is_none_or(|group| {
@@ -103,15 +87,11 @@ async fn heartbeat<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> Rem
             replica_id: heartbeat.replica_id,
             member,
         };
-        if let Err(answer) = propose(ctx, join).await {
-            return answer;
-        }
+        propose(ctx, join).await?;
     }
     let renew = {
         let mut shared = lock(&ctx.shared);
-        if let Some(answer) = not_leader(ctx, &shared) {
-            return answer;
-        }
+        leading(ctx, &shared)?;
         let now = ctx.clock.monotonic();
         shared.liveness.record(
             &heartbeat.group,
@@ -127,17 +107,13 @@ async fn heartbeat<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> Rem
     };
     if let Some(command) = renew {
         tracing::info!(group = %heartbeat.group, master = heartbeat.replica_id, "master restarted; renewing the mastership at a new epoch");
-        if let Err(answer) = propose(ctx, command).await {
-            return answer;
-        }
+        propose(ctx, command).await?;
     }
     let shared = lock(&ctx.shared);
-    if let Some(answer) = not_leader(ctx, &shared) {
-        return answer;
-    }
+    leading(ctx, &shared)?;
     match shared.state.groups.get(&heartbeat.group) {
-        Some(group) => view_response(&group.view(&heartbeat.group)),
-        None => not_applied("the group is not known yet".into()),
+        Some(group) => Ok(view_response(&group.view(&heartbeat.group))),
+        None => Err(not_applied("the group is not known yet".into())),
     }
 }
 
@@ -166,37 +142,31 @@ fn renewal<C: Clock>(
     })
 }
 
-async fn alter_in_sync<C: Clock>(ctx: &Context<C>, request: &RemotingCommand) -> RemotingCommand {
-    let alter = match AlterInSync::from_request(request) {
-        Ok(alter) => alter,
-        Err(reason) => return invalid(format!("ALTER_IN_SYNC: {reason}")),
-    };
-    if let Some(answer) = not_leader(ctx, &lock(&ctx.shared)) {
-        return answer;
-    }
+async fn alter_in_sync<C: Clock>(
+    ctx: &Context<C>,
+    _: &RequestContext,
+    request: &RemotingCommand,
+) -> Reply {
+    let alter = AlterInSync::from_request(request)
+        .map_err(|reason| invalid(format!("ALTER_IN_SYNC: {reason}")))?;
+    leading(ctx, &lock(&ctx.shared))?;
     let command = Command::AlterInSync {
         group: alter.group.clone(),
         master_id: alter.master_id,
         master_epoch: alter.master_epoch,
         in_sync: alter.in_sync.iter().copied().collect::<BTreeSet<u64>>(),
     };
-    match propose(ctx, command).await {
-        Ok(_) => {
-            let shared = lock(&ctx.shared);
-            match shared.state.groups.get(&alter.group) {
-                Some(group) => view_response(&group.view(&alter.group)),
-                None => not_applied("the group vanished".into()),
-            }
-        }
-        Err(answer) => answer,
+    propose(ctx, command).await?;
+    let shared = lock(&ctx.shared);
+    match shared.state.groups.get(&alter.group) {
+        Some(group) => Ok(view_response(&group.view(&alter.group))),
+        None => Err(not_applied("the group vanished".into())),
     }
 }
 
-fn metadata<C: Clock>(ctx: &Context<C>) -> RemotingCommand {
+async fn metadata<C: Clock>(ctx: &Context<C>, _: &RequestContext, _: &RemotingCommand) -> Reply {
     let shared = lock(&ctx.shared);
-    if let Some(answer) = not_leader(ctx, &shared) {
-        return answer;
-    }
+    leading(ctx, &shared)?;
     let now = ctx.clock.monotonic();
     let timeout = Duration::from_millis(ctx.config.broker_timeout_ms);
     let mut answer = ClusterMetadata {
@@ -226,24 +196,20 @@ fn metadata<C: Clock>(ctx: &Context<C>) -> RemotingCommand {
             leader: shared.leader_id == Some(*id),
         })
         .collect();
-    json_response(&answer)
+    Ok(json_response(&answer))
 }
 
 /// `NOT_LEADER` (remark: the leader's address, if known, never itself)
 /// unless this controller leads and has applied every earlier term's entry;
 /// a controller whose storage failed answers an error.
-fn not_leader<C: Clock>(
-    ctx: &Context<C>,
-    shared: &super::consensus::Shared,
-) -> Option<RemotingCommand> {
+fn leading<C: Clock>(ctx: &Context<C>, shared: &super::consensus::Shared) -> Result<(), Refusal> {
     if let Some(reason) = &shared.failed {
-        return Some(RemotingCommand::response(
-            response_code::SYSTEM_ERROR,
-            format!("controller stopped: {reason}"),
-        ));
+        return Err(Refusal::system_error(format!(
+            "controller stopped: {reason}"
+        )));
     }
     if shared.is_leader && shared.caught_up {
-        return None;
+        return Ok(());
     }
     let leader_addr = shared
         .leader_id
@@ -251,18 +217,18 @@ fn not_leader<C: Clock>(
         .and_then(|id| ctx.config.peers.get(&id))
         .cloned()
         .unwrap_or_default();
-    Some(RemotingCommand::response(api::NOT_LEADER, leader_addr))
+    Err(Refusal::new(api::NOT_LEADER, leader_addr))
 }
 
 /// Proposes `command` and waits (bounded) until it applied.
-async fn propose<C: Clock>(ctx: &Context<C>, command: Command) -> Result<Applied, RemotingCommand> {
+async fn propose<C: Clock>(ctx: &Context<C>, command: Command) -> Result<Applied, Refusal> {
     let (reply, outcome) = oneshot::channel();
     if ctx
         .inputs
         .try_send(Input::Propose { command, reply })
         .is_err()
     {
-        return Err(RemotingCommand::response(
+        return Err(Refusal::new(
             response_code::SYSTEM_BUSY,
             "controller busy or stopped",
         ));
@@ -270,10 +236,11 @@ async fn propose<C: Clock>(ctx: &Context<C>, command: Command) -> Result<Applied
     let timeout = Duration::from_millis(ctx.config.apply_timeout_ms);
     match tokio::time::timeout(timeout, outcome).await {
         Ok(Ok(Ok(applied))) => Ok(applied),
-        Ok(Ok(Err(ProposeError::NotLeader))) => Err(not_leader(ctx, &lock(&ctx.shared))
+        Ok(Ok(Err(ProposeError::NotLeader))) => Err(leading(ctx, &lock(&ctx.shared))
+            .err()
             .unwrap_or_else(|| not_applied("leadership moved".into()))),
         Ok(Ok(Err(ProposeError::Rejected(Rejection::Fenced(reason))))) => {
-            Err(RemotingCommand::response(api::FENCED, reason))
+            Err(Refusal::new(api::FENCED, reason))
         }
         Ok(Ok(Err(ProposeError::Rejected(Rejection::Invalid(reason))))) => Err(invalid(reason)),
         Ok(Ok(Err(ProposeError::Lost))) => Err(not_applied("leadership changed".into())),
@@ -285,12 +252,12 @@ async fn propose<C: Clock>(ctx: &Context<C>, command: Command) -> Result<Applied
     }
 }
 
-fn invalid(reason: String) -> RemotingCommand {
-    RemotingCommand::response(api::INVALID_REQUEST, reason)
+fn invalid(reason: String) -> Refusal {
+    Refusal::new(api::INVALID_REQUEST, reason)
 }
 
-fn not_applied(reason: String) -> RemotingCommand {
-    RemotingCommand::response(api::NOT_APPLIED, reason)
+fn not_applied(reason: String) -> Refusal {
+    Refusal::new(api::NOT_APPLIED, reason)
 }
 
 fn view_response(view: &GroupView) -> RemotingCommand {

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::api::GroupView;
 use super::consensus::{self, lock, Shared, SharedRef};
-use super::handlers::{handler_table, Context};
+use super::handlers::{routes, Context};
 use super::{ControllerConfig, ControllerError};
 
 /// Driver inputs (peer messages and proposals) queued before senders are
@@ -57,7 +57,7 @@ impl Controller {
             transport,
             &config.listen,
             config.rpc.clone(),
-            handler_table(&context),
+            routes(&context),
         )
         .await?;
         tracing::info!(id = config.id, addr = %rpc.local_addr(), peers = config.peers.len(), "controller listening");

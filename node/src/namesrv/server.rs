@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use super::handlers::handler_table;
+use super::handlers::routes;
 use super::state::State;
 use super::NameServerConfig;
 
@@ -45,7 +45,7 @@ impl<C: Clock> NameServer<C> {
                 state.routes().remove_connection(connection.id());
             }
         };
-        let rpc = RpcServer::builder(rpc_config, handler_table(&state))
+        let rpc = RpcServer::builder(rpc_config, routes(&state))
             .on_connection_closed(on_closed)
             .bind(transport, &listen_addr)
             .await?;

@@ -6,51 +6,29 @@ use sluice_core::message::validate_topic;
 use sluice_core::Clock;
 use sluice_net::body::{self, KvTable, TopicConfig};
 use sluice_net::header::{CreateTopicRequestHeader, DeleteTopicRequestHeader};
-use sluice_net::remoting::{request_code as rc, response_code};
-use sluice_net::RemotingCommand;
+use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::{bad_request, fail};
 use crate::broker::topics::QUEUES_PER_TOPIC_MAX;
 use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
 
-pub(super) async fn handle<D: Disk, C: Clock>(
+pub(super) async fn create_topic<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    match req.code {
-        rc::UPDATE_AND_CREATE_TOPIC => match req.header::<CreateTopicRequestHeader>() {
-            Ok(h) => create_topic(b, h).await,
-            Err(e) => bad_request(&e),
-        },
-        rc::DELETE_TOPIC_IN_BROKER => match req.header::<DeleteTopicRequestHeader>() {
-            Ok(h) => {
-                if b.topics().remove(&h.topic, b.now_ms()) {
-                    b.topics_updated().await;
-                }
-                RemotingCommand::success()
-            }
-            Err(e) => bad_request(&e),
-        },
-        _ => runtime_info(b),
-    }
-}
-
-async fn create_topic<D: Disk, C: Clock>(
-    b: &Broker<D, C>,
-    h: CreateTopicRequestHeader,
-) -> RemotingCommand {
+) -> Reply {
+    let h: CreateTopicRequestHeader = req.header()?;
     if let Err(e) = validate_topic(&h.topic) {
-        return fail(
-            response_code::SYSTEM_ERROR,
-            format!("[sluice] invalid topic {:?}: {e}", h.topic),
-        );
+        return Err(Refusal::system_error(format!(
+            "[sluice] invalid topic {:?}: {e}",
+            h.topic
+        )));
     }
     let valid = 1..=QUEUES_PER_TOPIC_MAX;
     if !valid.contains(&h.read_queue_nums) || !valid.contains(&h.write_queue_nums) {
-        return fail(
-            response_code::SYSTEM_ERROR,
-            format!("[sluice] queue counts must be within 1..={QUEUES_PER_TOPIC_MAX}"),
-        );
+        return Err(Refusal::system_error(format!(
+            "[sluice] queue counts must be within 1..={QUEUES_PER_TOPIC_MAX}"
+        )));
     }
     let config = TopicConfig {
         topic_name: h.topic,
@@ -65,10 +43,26 @@ async fn create_topic<D: Disk, C: Clock>(
     if b.topics().put(config, b.now_ms()) {
         b.topics_updated().await;
     }
-    RemotingCommand::success()
+    Ok(RemotingCommand::success())
 }
 
-fn runtime_info<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
+pub(super) async fn delete_topic<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: DeleteTopicRequestHeader = req.header()?;
+    if b.topics().remove(&h.topic, b.now_ms()) {
+        b.topics_updated().await;
+    }
+    Ok(RemotingCommand::success())
+}
+
+pub(super) async fn runtime_info<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    _: &RemotingCommand,
+) -> Reply {
     let log = b.store().commit_log();
     let mut table = KvTable::default();
     let mut put = |k: &str, v: String| {
@@ -96,10 +90,7 @@ fn runtime_info<D: Disk, C: Clock>(b: &Broker<D, C>) -> RemotingCommand {
         serde_json::to_string(&b.timers().pending_by_topic()).unwrap_or_default(),
     );
     replication_info(b, &mut put);
-    match body::encode(&table, "KvTable") {
-        Ok(json) => RemotingCommand::success().with_body(json),
-        Err(e) => bad_request(&e),
-    }
+    Ok(RemotingCommand::success().with_body(body::encode(&table, "KvTable")?))
 }
 
 /// The broker's role (RocketMQ's `brokerRole` names), epoch, in-sync set

@@ -11,69 +11,54 @@ use sluice_net::body::{self, CheckClientRequestBody, ConsumerListBody, Heartbeat
 use sluice_net::header::{
     GetConsumerListByGroupRequestHeader, HeartbeatResponseHeader, UnregisterClientRequestHeader,
 };
-use sluice_net::remoting::{request_code as rc, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
 
 use super::notify_ids_changed;
 use super::pull::subscription_filter;
-use crate::broker::response::{bad_request, fail};
 use crate::broker::{Broker, Channel, PERM_READ, PERM_WRITE};
+use crate::dispatch::{Refusal, Reply};
 
-pub(super) async fn handle<D: Disk, C: Clock>(
+pub(super) async fn unregister<D: Disk, C: Clock>(
     b: &Broker<D, C>,
-    ctx: &RequestContext,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    match req.code {
-        rc::HEART_BEAT => heartbeat(b, ctx, req).await,
-        rc::CHECK_CLIENT_CONFIG => check_client_config(b, req),
-        rc::UNREGISTER_CLIENT => match req.header::<UnregisterClientRequestHeader>() {
-            Ok(h) => {
-                let changed = b.clients().unregister(
-                    &h.client_id,
-                    h.producer_group.as_deref(),
-                    h.consumer_group.as_deref(),
-                );
-                for g in changed {
-                    notify_ids_changed(b, &g);
-                }
-                RemotingCommand::success()
-            }
-            Err(e) => bad_request(&e),
-        },
-        _ => match req.header::<GetConsumerListByGroupRequestHeader>() {
-            Ok(h) => {
-                let ids = b.clients().consumer_ids(&h.consumer_group);
-                if ids.is_empty() {
-                    return fail(response_code::SYSTEM_ERROR, "no consumer for this group");
-                }
-                match body::encode(
-                    &ConsumerListBody {
-                        consumer_id_list: ids,
-                    },
-                    "ConsumerListBody",
-                ) {
-                    Ok(json) => RemotingCommand::success().with_body(json),
-                    Err(e) => bad_request(&e),
-                }
-            }
-            Err(e) => bad_request(&e),
-        },
+) -> Reply {
+    let h: UnregisterClientRequestHeader = req.header()?;
+    let changed = b.clients().unregister(
+        &h.client_id,
+        h.producer_group.as_deref(),
+        h.consumer_group.as_deref(),
+    );
+    for g in changed {
+        notify_ids_changed(b, &g);
     }
+    Ok(RemotingCommand::success())
 }
 
-async fn heartbeat<D: Disk, C: Clock>(
+pub(super) async fn consumer_list<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: GetConsumerListByGroupRequestHeader = req.header()?;
+    let ids = b.clients().consumer_ids(&h.consumer_group);
+    if ids.is_empty() {
+        return Err(Refusal::system_error("no consumer for this group"));
+    }
+    let list = ConsumerListBody {
+        consumer_id_list: ids,
+    };
+    Ok(RemotingCommand::success().with_body(body::encode(&list, "ConsumerListBody")?))
+}
+
+pub(super) async fn heartbeat<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     ctx: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let hb: HeartbeatData = match body::decode(&req.body, "HeartbeatData") {
-        Ok(hb) => hb,
-        Err(e) => {
-            tracing::debug!(body = %String::from_utf8_lossy(&req.body), "undecodable heartbeat");
-            return bad_request(&e);
-        }
-    };
+) -> Reply {
+    let hb: HeartbeatData = body::decode(&req.body, "HeartbeatData").inspect_err(|_| {
+        tracing::debug!(body = %String::from_utf8_lossy(&req.body), "undecodable heartbeat");
+    })?;
     let channel = Channel {
         client_id: hb.client_id.clone(),
         connection: ctx.connection.clone(),
@@ -111,31 +96,26 @@ async fn heartbeat<D: Disk, C: Clock>(
     }
     // Apache 5.x always answers with both keys, and 5.x clients read them
     // unchecked; Sluice takes only full heartbeats (no V2 fingerprints).
-    RemotingCommand::success().with_header(&HeartbeatResponseHeader::full_heartbeats_only())
+    Ok(RemotingCommand::success().with_header(&HeartbeatResponseHeader::full_heartbeats_only()))
 }
 
 /// Answers whether a consumer's subscription would be served: tag
 /// subscriptions always are; SQL92 ones when property filtering is on and
 /// the expression compiles (the compiled form is cached for its pulls).
-fn check_client_config<D: Disk, C: Clock>(
+pub(super) async fn check_client_config<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let body: CheckClientRequestBody = match body::decode(&req.body, "CheckClientRequestBody") {
-        Ok(body) => body,
-        Err(e) => return bad_request(&e),
-    };
-    let Some(sub) = body.subscription_data else {
-        return RemotingCommand::success();
-    };
-    match subscription_filter(
-        b,
-        &body.group,
-        &sub.topic,
-        &sub.sub_string,
-        sub.expression_type.as_deref(),
-    ) {
-        Ok(_) => RemotingCommand::success(),
-        Err(refusal) => refusal,
+) -> Reply {
+    let body: CheckClientRequestBody = body::decode(&req.body, "CheckClientRequestBody")?;
+    if let Some(sub) = body.subscription_data {
+        subscription_filter(
+            b,
+            &body.group,
+            &sub.topic,
+            &sub.sub_string,
+            sub.expression_type.as_deref(),
+        )?;
     }
+    Ok(RemotingCommand::success())
 }

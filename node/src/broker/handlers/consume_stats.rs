@@ -13,19 +13,17 @@ use sluice_core::store::TagsFilter;
 use sluice_core::{Clock, QueueOffset};
 use sluice_net::body::{ConsumeStats, MessageQueue, OffsetWrapper};
 use sluice_net::header::GetConsumeStatsRequestHeader;
-use sluice_net::RemotingCommand;
+use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::bad_request;
 use crate::broker::Broker;
+use crate::dispatch::Reply;
 
-pub(super) fn handle<D: Disk, C: Clock>(
+pub(super) async fn handle<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let h = match req.header::<GetConsumeStatsRequestHeader>() {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
+) -> Reply {
+    let h: GetConsumeStatsRequestHeader = req.header()?;
     let group = h.consumer_group.as_str();
     let retry = retry_topic(group);
     let subscribed = b.clients().subscribed_topics(group);
@@ -67,7 +65,7 @@ pub(super) fn handle<D: Disk, C: Clock>(
             stats.offset_table.insert(mq, offsets);
         }
     }
-    RemotingCommand::success().with_body(stats.to_fastjson())
+    Ok(RemotingCommand::success().with_body(stats.to_fastjson()))
 }
 
 /// Store time of the message just before `consumer_offset`, or 0 when

@@ -17,13 +17,13 @@ use sluice_net::header::{
     TRANSACTION_ROLLBACK_TYPE,
 };
 use sluice_net::remoting::response_code;
-use sluice_net::RemotingCommand;
+use sluice_net::{RemotingCommand, RequestContext};
 
 use super::send::replicated;
-use crate::broker::response::{bad_request, fail, store_error_response};
 use crate::broker::transaction::records::{self, CHECK_MAX_TOPIC};
 use crate::broker::transaction::{Claim, Outcome, TxState};
 use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
 
 /// Longest an END waits for another END (or a check) holding its
 /// transaction.
@@ -32,74 +32,37 @@ const CLAIM_POLL_MS: u64 = 5;
 
 pub(super) async fn handle<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let h = match req.header::<EndTransactionRequestHeader>() {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
-    let outcome = match h.commit_or_rollback {
-        TRANSACTION_COMMIT_TYPE => Outcome::Commit,
-        TRANSACTION_ROLLBACK_TYPE => Outcome::Rollback,
-        TRANSACTION_NOT_TYPE => {
-            // Unknown: nothing to do; the check-back asks again later.
-            return RemotingCommand::success();
-        }
-        other => {
-            return fail(
-                response_code::SYSTEM_ERROR,
-                format!(
-                "[sluice] commitOrRollback {other} is not 0 (unknown), 8 (commit) or 12 (rollback)"
-            ),
-            )
-        }
+) -> Reply {
+    let h: EndTransactionRequestHeader = req.header()?;
+    let Some(outcome) = requested_outcome(&h)? else {
+        // Unknown: nothing to do; the check-back asks again later.
+        return Ok(RemotingCommand::success());
     };
     if !b.is_writer() {
-        return fail(
+        return Err(Refusal::new(
             response_code::SERVICE_NOT_AVAILABLE,
             "[sluice] this broker is not the master of its group; end the transaction at the master",
-        );
+        ));
     }
-    let rec = match named_half(b, &h).await {
-        Ok(rec) => rec,
-        Err(remark) => return fail(response_code::SYSTEM_ERROR, remark),
-    };
-    let origin = match records::half_copy(&rec) {
-        Ok(copy) => copy.origin,
-        Err(e) => return fail(response_code::SYSTEM_ERROR, format!("[sluice] {}", e.0)),
-    };
-    let mut waited_ms = 0;
-    loop {
-        match b.transactions().claim(b.store(), origin) {
-            Claim::Granted(_) => break,
-            Claim::Busy if waited_ms < CLAIM_WAIT_MS_MAX => {
-                tokio::time::sleep(Duration::from_millis(CLAIM_POLL_MS)).await;
-                waited_ms += CLAIM_POLL_MS;
-            }
-            Claim::Busy => {
-                return fail(
-                    response_code::SYSTEM_BUSY,
-                    "[sluice] the transaction is being resolved by another request; retry",
-                )
-            }
-            Claim::NotOpen(state) => return not_open(b, state, outcome).await,
-        }
+    let rec = named_half(b, &h).await.map_err(Refusal::system_error)?;
+    let origin = records::half_copy(&rec)
+        .map_err(|e| Refusal::system_error(format!("[sluice] {}", e.0)))?
+        .origin;
+    if let Some(state) = claim(b, origin).await? {
+        return not_open(b, state, outcome).await;
     }
     let host = b.store_host();
     if b.commit_already_stored(&rec, origin) {
         // A crash lost the op record after the commit: restore the op
         // record only, then answer as for any later END.
         let op = records::op_record(origin, Outcome::Commit, host, b.now_ms());
-        return match b.store().put(op, true).await {
-            Ok(_) => {
-                b.transactions().release(origin, Some(Outcome::Commit));
-                not_open(b, TxState::Resolved(Outcome::Commit), outcome).await
-            }
-            Err(e) => {
-                b.transactions().release(origin, None);
-                store_error_response(&e)
-            }
-        };
+        let stored = b.store().put(op, true).await;
+        b.transactions()
+            .release(origin, stored.is_ok().then_some(Outcome::Commit));
+        stored?;
+        return not_open(b, TxState::Resolved(Outcome::Commit), outcome).await;
     }
     let op = records::op_record(origin, outcome, host, b.now_ms());
     let stored = match outcome {
@@ -112,19 +75,49 @@ pub(super) async fn handle<D: Disk, C: Clock>(
                 .map(|a| a.last().map_or(0, sluice_core::commit_log::Appended::end)),
             Err(e) => {
                 b.transactions().release(origin, None);
-                return fail(response_code::SYSTEM_ERROR, format!("[sluice] {}", e.0));
+                return Err(Refusal::system_error(format!("[sluice] {}", e.0)));
             }
         },
         _ => b.store().put(op, true).await.map(|a| a.end()),
     };
-    match stored {
-        Ok(end) => {
-            b.transactions().release(origin, Some(outcome));
-            replicated(b, end, true, RemotingCommand::success()).await
-        }
-        Err(e) => {
-            b.transactions().release(origin, None);
-            store_error_response(&e)
+    b.transactions()
+        .release(origin, stored.is_ok().then_some(outcome));
+    Ok(replicated(b, stored?, true, RemotingCommand::success()).await)
+}
+
+/// The outcome the header asks for; `None` for "unknown".
+fn requested_outcome(h: &EndTransactionRequestHeader) -> Result<Option<Outcome>, Refusal> {
+    match h.commit_or_rollback {
+        TRANSACTION_COMMIT_TYPE => Ok(Some(Outcome::Commit)),
+        TRANSACTION_ROLLBACK_TYPE => Ok(Some(Outcome::Rollback)),
+        TRANSACTION_NOT_TYPE => Ok(None),
+        other => Err(Refusal::system_error(format!(
+            "[sluice] commitOrRollback {other} is not 0 (unknown), 8 (commit) or 12 (rollback)"
+        ))),
+    }
+}
+
+/// Claims the transaction (waiting, bounded, while another END or a check
+/// holds it): `None` once claimed, or the state of one no longer open.
+async fn claim<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    origin: u64,
+) -> Result<Option<TxState>, Refusal> {
+    let mut waited_ms = 0;
+    loop {
+        match b.transactions().claim(b.store(), origin) {
+            Claim::Granted(_) => return Ok(None),
+            Claim::Busy if waited_ms < CLAIM_WAIT_MS_MAX => {
+                tokio::time::sleep(Duration::from_millis(CLAIM_POLL_MS)).await;
+                waited_ms += CLAIM_POLL_MS;
+            }
+            Claim::Busy => {
+                return Err(Refusal::new(
+                    response_code::SYSTEM_BUSY,
+                    "[sluice] the transaction is being resolved by another request; retry",
+                ))
+            }
+            Claim::NotOpen(state) => return Ok(Some(state)),
         }
     }
 }
@@ -182,8 +175,8 @@ async fn not_open<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     state: TxState,
     requested: Outcome,
-) -> RemotingCommand {
-    let refuse = |remark: String| fail(response_code::TRANSACTION_FAILED, remark);
+) -> Reply {
+    let refuse = |remark: String| Err(Refusal::new(response_code::TRANSACTION_FAILED, remark));
     match state {
         TxState::Resolved(done) if done == requested => {
             // A duplicate: the first END stored it; answer once it is
@@ -194,7 +187,7 @@ async fn not_open<D: Disk, C: Clock>(
                 "[sluice] already {}; nothing stored again",
                 past(done)
             ));
-            replicated(b, written, true, ok).await
+            Ok(replicated(b, written, true, ok).await)
         }
         TxState::Resolved(Outcome::Parked) => refuse(format!(
             "[sluice] the half was parked in {CHECK_MAX_TOPIC} after too many unanswered checks; \
@@ -210,10 +203,9 @@ async fn not_open<D: Disk, C: Clock>(
             "[sluice] transaction already resolved long ago (outcome no longer remembered); {} refused, nothing stored",
             requested.as_str()
         )),
-        TxState::Unknown => fail(
-            response_code::SYSTEM_ERROR,
+        TxState::Unknown => Err(Refusal::system_error(
             "[sluice] the half is not tracked yet; retry shortly",
-        ),
+        )),
     }
 }
 

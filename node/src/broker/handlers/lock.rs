@@ -6,37 +6,20 @@
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
 use sluice_net::body::{self, LockBatchRequestBody, LockBatchResponseBody};
-use sluice_net::remoting::{request_code as rc, response_code};
-use sluice_net::RemotingCommand;
+use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::{bad_request, fail};
 use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
 
 /// Most queues one lock or unlock request may name.
 pub const QUEUES_PER_REQUEST_MAX: usize = 4_096;
 
-pub(super) fn handle<D: Disk, C: Clock>(
+pub(super) async fn lock<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let request: LockBatchRequestBody = match body::decode(&req.body, "LockBatchRequestBody") {
-        Ok(r) => r,
-        Err(e) => return bad_request(&e),
-    };
-    if request.mq_set.len() > QUEUES_PER_REQUEST_MAX {
-        return fail(
-            response_code::SYSTEM_ERROR,
-            format!(
-                "[sluice] {} queues in one request, more than {QUEUES_PER_REQUEST_MAX}",
-                request.mq_set.len()
-            ),
-        );
-    }
-    if req.code == rc::UNLOCK_BATCH_MQ {
-        b.locks()
-            .unlock_batch(&request.consumer_group, &request.client_id, &request.mq_set);
-        return RemotingCommand::success();
-    }
+) -> Reply {
+    let request = decode(req)?;
     let granted = b.locks().lock_batch(
         &request.consumer_group,
         &request.client_id,
@@ -46,8 +29,27 @@ pub(super) fn handle<D: Disk, C: Clock>(
     let answer = LockBatchResponseBody {
         lock_ok_mq_set: granted,
     };
-    match body::encode(&answer, "LockBatchResponseBody") {
-        Ok(json) => RemotingCommand::success().with_body(json),
-        Err(e) => bad_request(&e),
+    Ok(RemotingCommand::success().with_body(body::encode(&answer, "LockBatchResponseBody")?))
+}
+
+pub(super) async fn unlock<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let request = decode(req)?;
+    b.locks()
+        .unlock_batch(&request.consumer_group, &request.client_id, &request.mq_set);
+    Ok(RemotingCommand::success())
+}
+
+fn decode(req: &RemotingCommand) -> Result<LockBatchRequestBody, Refusal> {
+    let request: LockBatchRequestBody = body::decode(&req.body, "LockBatchRequestBody")?;
+    if request.mq_set.len() > QUEUES_PER_REQUEST_MAX {
+        return Err(Refusal::system_error(format!(
+            "[sluice] {} queues in one request, more than {QUEUES_PER_REQUEST_MAX}",
+            request.mq_set.len()
+        )));
     }
+    Ok(request)
 }

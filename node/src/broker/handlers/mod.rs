@@ -1,7 +1,7 @@
-//! Request handlers, one file per request family with the same shape:
-//! `async fn handle(broker, ctx, request) -> Option<RemotingCommand>`.
-//! `BrokerHandler` routes by request code; unknown codes are answered
-//! `REQUEST_CODE_NOT_SUPPORTED`.
+//! Request handlers, one file per request family, one function per request
+//! code, each of the one shape `async fn(&Broker, &RequestContext,
+//! &RemotingCommand) -> Reply` (see `crate::dispatch`), and [`routes`], the
+//! table that routes every code the broker serves to its handler.
 
 mod admin;
 mod client;
@@ -25,87 +25,77 @@ use std::time::Duration;
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
 use sluice_net::header::NotifyConsumerIdsChangedRequestHeader;
-use sluice_net::remoting::{request_code as rc, response_code};
-use sluice_net::rpc::HandlerFuture;
-use sluice_net::{Handler, RemotingCommand, RequestContext};
+use sluice_net::remoting::request_code as rc;
+use sluice_net::RemotingCommand;
 
 pub use reply::reply_topic;
 
 use super::Broker;
+use crate::dispatch::{route, Route, Routes};
 
-/// Routes requests to the broker's handlers.
-pub struct BrokerHandler<D: Disk, C: Clock> {
-    broker: Arc<Broker<D, C>>,
+/// The broker's request table.
+pub type BrokerRoutes<D, C> = Routes<Broker<D, C>>;
+
+/// The broker's request table serving `broker`.
+pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C> {
+    Routes::new("broker", broker, &table())
 }
 
-impl<D: Disk, C: Clock> Clone for BrokerHandler<D, C> {
-    fn clone(&self) -> Self {
-        Self {
-            broker: Arc::clone(&self.broker),
-        }
-    }
-}
-
-impl<D: Disk, C: Clock> BrokerHandler<D, C> {
-    /// A handler serving `broker`.
-    pub fn new(broker: Arc<Broker<D, C>>) -> Self {
-        Self { broker }
-    }
-}
-
-impl<D: Disk, C: Clock> Handler for BrokerHandler<D, C> {
-    fn handle(&self, ctx: RequestContext, request: RemotingCommand) -> HandlerFuture {
-        let b = Arc::clone(&self.broker);
-        Box::pin(async move {
-            let response = match request.code {
-                rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
-                    send::handle(&b, &ctx, &request).await
-                }
-                rc::SEND_REPLY_MESSAGE | rc::SEND_REPLY_MESSAGE_V2 => {
-                    reply::handle(&b, &ctx, &request).await
-                }
-                rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => pull::handle(&b, &request).await,
-                rc::QUERY_CONSUMER_OFFSET
-                | rc::UPDATE_CONSUMER_OFFSET
-                | rc::GET_MAX_OFFSET
-                | rc::GET_MIN_OFFSET
-                | rc::SEARCH_OFFSET_BY_TIMESTAMP
-                | rc::GET_EARLIEST_MSG_STORETIME => offset::handle(&b, &request),
-                rc::HEART_BEAT
-                | rc::UNREGISTER_CLIENT
-                | rc::GET_CONSUMER_LIST_BY_GROUP
-                | rc::CHECK_CLIENT_CONFIG => client::handle(&b, &ctx, &request).await,
-                rc::QUERY_MESSAGE | rc::VIEW_MESSAGE_BY_ID => query::handle(&b, &request),
-                rc::CONSUMER_SEND_MSG_BACK => send_back::handle(&b, &request).await,
-                rc::LOCK_BATCH_MQ | rc::UNLOCK_BATCH_MQ => lock::handle(&b, &request),
-                rc::UPDATE_AND_CREATE_TOPIC
-                | rc::DELETE_TOPIC_IN_BROKER
-                | rc::GET_BROKER_RUNTIME_INFO => admin::handle(&b, &request).await,
-                rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-                | rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG
-                | rc::DELETE_SUBSCRIPTIONGROUP => group::handle(&b, &request).await,
-                rc::GET_CONSUME_STATS => consume_stats::handle(&b, &request),
-                rc::GET_CONSUMER_RUNNING_INFO | rc::CONSUME_MESSAGE_DIRECTLY => {
-                    consumer_call::handle(&b, &request).await
-                }
-                rc::INVOKE_BROKER_TO_RESET_OFFSET => reset::handle(&b, &request),
-                rc::END_TRANSACTION => end_transaction::handle(&b, &request).await,
-                code => RemotingCommand::response(
-                    response_code::REQUEST_CODE_NOT_SUPPORTED,
-                    format!("[sluice] request code {code} is not supported"),
-                ),
-            };
-            if response.code != response_code::SUCCESS {
-                tracing::debug!(
-                    request = request.code,
-                    code = response.code,
-                    remark = response.remark.as_deref().unwrap_or(""),
-                    "request not successful"
-                );
-            }
-            Some(response)
-        })
-    }
+/// Every request code the broker serves, each routed to its handler once.
+fn table<D: Disk, C: Clock>() -> Vec<(i32, Route<Broker<D, C>>)> {
+    vec![
+        (rc::SEND_MESSAGE, route!(send::handle)),
+        (rc::SEND_MESSAGE_V2, route!(send::handle)),
+        (rc::SEND_BATCH_MESSAGE, route!(send::handle)),
+        (rc::SEND_REPLY_MESSAGE, route!(reply::handle)),
+        (rc::SEND_REPLY_MESSAGE_V2, route!(reply::handle)),
+        (rc::PULL_MESSAGE, route!(pull::handle)),
+        (rc::LITE_PULL_MESSAGE, route!(pull::handle)),
+        (rc::QUERY_CONSUMER_OFFSET, route!(offset::query)),
+        (rc::UPDATE_CONSUMER_OFFSET, route!(offset::update)),
+        (rc::GET_MAX_OFFSET, route!(offset::max)),
+        (rc::GET_MIN_OFFSET, route!(offset::min)),
+        (
+            rc::SEARCH_OFFSET_BY_TIMESTAMP,
+            route!(offset::search_by_time),
+        ),
+        (
+            rc::GET_EARLIEST_MSG_STORETIME,
+            route!(offset::earliest_time),
+        ),
+        (rc::HEART_BEAT, route!(client::heartbeat)),
+        (rc::UNREGISTER_CLIENT, route!(client::unregister)),
+        (
+            rc::GET_CONSUMER_LIST_BY_GROUP,
+            route!(client::consumer_list),
+        ),
+        (rc::CHECK_CLIENT_CONFIG, route!(client::check_client_config)),
+        (rc::QUERY_MESSAGE, route!(query::by_key)),
+        (rc::VIEW_MESSAGE_BY_ID, route!(query::view_by_id)),
+        (rc::CONSUMER_SEND_MSG_BACK, route!(send_back::handle)),
+        (rc::LOCK_BATCH_MQ, route!(lock::lock)),
+        (rc::UNLOCK_BATCH_MQ, route!(lock::unlock)),
+        (rc::UPDATE_AND_CREATE_TOPIC, route!(admin::create_topic)),
+        (rc::DELETE_TOPIC_IN_BROKER, route!(admin::delete_topic)),
+        (rc::GET_BROKER_RUNTIME_INFO, route!(admin::runtime_info)),
+        (
+            rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            route!(group::update),
+        ),
+        (rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, route!(group::get_all)),
+        (rc::DELETE_SUBSCRIPTIONGROUP, route!(group::delete)),
+        (rc::GET_CONSUME_STATS, route!(consume_stats::handle)),
+        (
+            rc::GET_CONSUMER_RUNNING_INFO,
+            route!(consumer_call::running_info),
+        ),
+        (
+            rc::CONSUME_MESSAGE_DIRECTLY,
+            route!(consumer_call::consume_directly),
+        ),
+        (rc::INVOKE_BROKER_TO_RESET_OFFSET, route!(reset::handle)),
+        (rc::END_TRANSACTION, route!(end_transaction::handle)),
+    ]
 }
 
 /// Tells every member of a consumer group that membership changed, so they
@@ -129,5 +119,28 @@ pub fn notify_ids_changed<D: Disk, C: Clock>(broker: &Broker<D, C>, group: &str)
                 tracing::debug!(error = %e, "consumer id change notification failed");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use sluice_core::disk::MmapDisk;
+    use sluice_core::SystemClock;
+
+    use super::*;
+
+    #[test]
+    fn every_routed_code_is_declared_once_with_its_name() {
+        let codes: Vec<i32> = table::<MmapDisk, SystemClock>()
+            .iter()
+            .map(|(code, _)| *code)
+            .collect();
+        let unique: BTreeSet<i32> = codes.iter().copied().collect();
+        assert_eq!(unique.len(), codes.len(), "a code is routed twice");
+        for code in codes {
+            assert!(rc::name(code).is_some(), "code {code} has no declared name");
+        }
     }
 }

@@ -7,66 +7,20 @@ use sluice_net::header::{
     EarliestMsgStoretimeResponseHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
     QueueRequestHeader, SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
-use sluice_net::remoting::{request_code as rc, response_code};
-use sluice_net::RemotingCommand;
+use sluice_net::remoting::response_code;
+use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::{bad_request, fail, store_error_response};
 use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
 
-pub(super) fn handle<D: Disk, C: Clock>(
+pub(super) async fn query<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let result = match req.code {
-        rc::QUERY_CONSUMER_OFFSET => req.header().map(|h| query(b, &h)),
-        rc::UPDATE_CONSUMER_OFFSET => req.header().map(|h: UpdateConsumerOffsetRequestHeader| {
-            b.offsets().commit(
-                &h.topic,
-                &h.consumer_group,
-                h.queue_id,
-                h.commit_offset,
-                b.now_ms(),
-            );
-            RemotingCommand::success()
-        }),
-        rc::GET_MAX_OFFSET => req.header().map(|h: QueueRequestHeader| {
-            offset_response(
-                i64::try_from(b.store().max_offset(&h.topic, h.queue_id).0).unwrap_or(i64::MAX),
-            )
-        }),
-        rc::GET_MIN_OFFSET => req.header().map(|h: QueueRequestHeader| {
-            offset_response(
-                i64::try_from(b.store().min_offset(&h.topic, h.queue_id).0).unwrap_or(i64::MAX),
-            )
-        }),
-        rc::SEARCH_OFFSET_BY_TIMESTAMP => req.header().map(|h: SearchOffsetRequestHeader| match b
-            .store()
-            .search_offset_by_time(&h.topic, h.queue_id, h.timestamp)
-        {
-            Ok(q) => offset_response(i64::try_from(q.0).unwrap_or(i64::MAX)),
-            Err(e) => store_error_response(&e),
-        }),
-        _ => req.header().map(|h: QueueRequestHeader| {
-            match b.store().earliest_store_time(&h.topic, h.queue_id) {
-                Ok(Some(ts)) => RemotingCommand::success()
-                    .with_header(&EarliestMsgStoretimeResponseHeader { timestamp: ts }),
-                Ok(None) => fail(
-                    response_code::SYSTEM_ERROR,
-                    "[sluice] no message in the queue",
-                ),
-                Err(e) => store_error_response(&e),
-            }
-        }),
-    };
-    result.unwrap_or_else(|e| bad_request(&e))
-}
-
-fn query<D: Disk, C: Clock>(
-    b: &Broker<D, C>,
-    h: &QueryConsumerOffsetRequestHeader,
-) -> RemotingCommand {
+) -> Reply {
+    let h: QueryConsumerOffsetRequestHeader = req.header()?;
     if let Some(o) = b.offsets().get(&h.topic, &h.consumer_group, h.queue_id) {
-        return offset_response(o);
+        return Ok(offset_response(o));
     }
     // RocketMQ's rule: a new group reads from 0 while the queue still
     // starts at 0; otherwise "not found" lets the client's ConsumeFromWhere
@@ -77,12 +31,73 @@ fn query<D: Disk, C: Clock>(
         && h.set_zero_if_not_found != Some(false)
         && min.0 == 0
     {
-        return offset_response(0);
+        return Ok(offset_response(0));
     }
-    fail(
+    Err(Refusal::new(
         response_code::QUERY_NOT_FOUND,
         "[sluice] no committed offset for this group",
-    )
+    ))
+}
+
+pub(super) async fn update<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: UpdateConsumerOffsetRequestHeader = req.header()?;
+    b.offsets().commit(
+        &h.topic,
+        &h.consumer_group,
+        h.queue_id,
+        h.commit_offset,
+        b.now_ms(),
+    );
+    Ok(RemotingCommand::success())
+}
+
+pub(super) async fn max<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: QueueRequestHeader = req.header()?;
+    let max = b.store().max_offset(&h.topic, h.queue_id);
+    Ok(offset_response(i64::try_from(max.0).unwrap_or(i64::MAX)))
+}
+
+pub(super) async fn min<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: QueueRequestHeader = req.header()?;
+    let min = b.store().min_offset(&h.topic, h.queue_id);
+    Ok(offset_response(i64::try_from(min.0).unwrap_or(i64::MAX)))
+}
+
+pub(super) async fn search_by_time<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: SearchOffsetRequestHeader = req.header()?;
+    let q = b
+        .store()
+        .search_offset_by_time(&h.topic, h.queue_id, h.timestamp)?;
+    Ok(offset_response(i64::try_from(q.0).unwrap_or(i64::MAX)))
+}
+
+pub(super) async fn earliest_time<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: QueueRequestHeader = req.header()?;
+    match b.store().earliest_store_time(&h.topic, h.queue_id)? {
+        Some(timestamp) => Ok(RemotingCommand::success()
+            .with_header(&EarliestMsgStoretimeResponseHeader { timestamp })),
+        None => Err(Refusal::system_error("[sluice] no message in the queue")),
+    }
 }
 
 fn offset_response(offset: i64) -> RemotingCommand {

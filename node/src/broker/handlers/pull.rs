@@ -16,13 +16,13 @@ use sluice_net::header::{
     PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
 };
 use sluice_net::remoting::response_code;
-use sluice_net::RemotingCommand;
+use sluice_net::{RemotingCommand, RequestContext};
 
 use crate::broker::filter::{
     is_sql92_type, is_tag_type, tag_filter, PullFilter, EXPRESSION_TYPE_SQL92,
 };
-use crate::broker::response::{bad_request, fail, store_error_response};
 use crate::broker::{Broker, PERM_READ};
+use crate::dispatch::{Refusal, Reply};
 
 /// Most messages one pull returns, whatever the client asks.
 const PULL_MESSAGES_MAX: usize = 1_024;
@@ -31,59 +31,12 @@ const PULL_BYTES_MAX: usize = 4 << 20;
 
 pub(super) async fn handle<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let h = match req.header::<PullMessageRequestHeader>() {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
-    let Some(group) = b.subscription_group(&h.consumer_group) else {
-        return fail(
-            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
-            format!(
-                "[sluice] subscription group [{}] does not exist (and is not auto-created here)",
-                h.consumer_group
-            ),
-        );
-    };
-    if !group.consume_enable {
-        return fail(
-            response_code::NO_PERMISSION,
-            format!(
-                "[sluice] subscription group [{}] may not consume (consumeEnable=false)",
-                h.consumer_group
-            ),
-        );
-    }
-    let Some(tc) = b
-        .topics()
-        .get(&h.topic)
-        .or_else(|| replicated_topic(b, &h.topic))
-    else {
-        return fail(
-            response_code::TOPIC_NOT_EXIST,
-            format!("[sluice] topic[{}] not exist", h.topic),
-        );
-    };
-    if tc.perm & PERM_READ == 0 {
-        return fail(
-            response_code::NO_PERMISSION,
-            format!("[sluice] topic[{}] is not readable", h.topic),
-        );
-    }
-    if h.queue_id < 0 || h.queue_id >= tc.read_queue_nums {
-        return fail(
-            response_code::SYSTEM_ERROR,
-            format!(
-                "[sluice] queueId[{}] is illegal, topic[{}] has {} read queues",
-                h.queue_id, h.topic, tc.read_queue_nums
-            ),
-        );
-    }
-    let filter = match filter_for(b, &h) {
-        Ok(f) => f,
-        Err(resp) => return resp,
-    };
+) -> Reply {
+    let h: PullMessageRequestHeader = req.header()?;
+    let (topic_sys_flag, group_sys_flag) = readable(b, &h)?;
+    let filter = filter_for(b, &h)?;
     if h.sys_flag & PULL_FLAG_COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
         b.offsets().commit(
             &h.topic,
@@ -110,13 +63,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         let arrived = signal.notified();
         tokio::pin!(arrived);
         arrived.as_mut().enable();
-        let got = match b
+        let got = b
             .store()
-            .get(&h.topic, h.queue_id, offset, max, PULL_BYTES_MAX, &filter)
-        {
-            Ok(r) => r,
-            Err(e) => return store_error_response(&e),
-        };
+            .get(&h.topic, h.queue_id, offset, max, PULL_BYTES_MAX, &filter)?;
         let code = status_code(got.status, offset);
         if code == response_code::PULL_NOT_FOUND
             && suspend
@@ -129,8 +78,57 @@ pub(super) async fn handle<D: Disk, C: Clock>(
                 () = tokio::time::sleep_until(deadline) => continue,
             }
         }
-        return respond(code, &got, tc.topic_sys_flag, group.group_sys_flag);
+        return Ok(respond(code, &got, topic_sys_flag, group_sys_flag));
     }
+}
+
+/// The topic's and the group's sys flags when the group may read the
+/// queue the pull names; else the refusal.
+fn readable<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    h: &PullMessageRequestHeader,
+) -> Result<(i32, i32), Refusal> {
+    let Some(group) = b.subscription_group(&h.consumer_group) else {
+        return Err(Refusal::new(
+            response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!(
+                "[sluice] subscription group [{}] does not exist (and is not auto-created here)",
+                h.consumer_group
+            ),
+        ));
+    };
+    if !group.consume_enable {
+        return Err(Refusal::new(
+            response_code::NO_PERMISSION,
+            format!(
+                "[sluice] subscription group [{}] may not consume (consumeEnable=false)",
+                h.consumer_group
+            ),
+        ));
+    }
+    let Some(tc) = b
+        .topics()
+        .get(&h.topic)
+        .or_else(|| replicated_topic(b, &h.topic))
+    else {
+        return Err(Refusal::new(
+            response_code::TOPIC_NOT_EXIST,
+            format!("[sluice] topic[{}] not exist", h.topic),
+        ));
+    };
+    if tc.perm & PERM_READ == 0 {
+        return Err(Refusal::new(
+            response_code::NO_PERMISSION,
+            format!("[sluice] topic[{}] is not readable", h.topic),
+        ));
+    }
+    if h.queue_id < 0 || h.queue_id >= tc.read_queue_nums {
+        return Err(Refusal::system_error(format!(
+            "[sluice] queueId[{}] is illegal, topic[{}] has {} read queues",
+            h.queue_id, h.topic, tc.read_queue_nums
+        )));
+    }
+    Ok((tc.topic_sys_flag, group.group_sys_flag))
 }
 
 /// RocketMQ's mapping of store results to pull response codes.
@@ -190,7 +188,7 @@ fn respond(
 fn filter_for<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     h: &PullMessageRequestHeader,
-) -> Result<PullFilter, RemotingCommand> {
+) -> Result<PullFilter, Refusal> {
     let (expression, kind) = if h.sys_flag & PULL_FLAG_SUBSCRIPTION != 0 {
         (
             h.subscription.clone().unwrap_or_default(),
@@ -215,12 +213,12 @@ pub(super) fn subscription_filter<D: Disk, C: Clock>(
     topic: &str,
     expression: &str,
     kind: Option<&str>,
-) -> Result<PullFilter, RemotingCommand> {
+) -> Result<PullFilter, Refusal> {
     if is_tag_type(kind) {
         return Ok(PullFilter::Tags(tag_filter(expression)));
     }
     if !is_sql92_type(kind) {
-        return Err(fail(
+        return Err(Refusal::new(
             response_code::SUBSCRIPTION_PARSE_FAILED,
             format!(
                 "[sluice] expression type {:?} is not supported (TAG or SQL92)",
@@ -229,7 +227,7 @@ pub(super) fn subscription_filter<D: Disk, C: Clock>(
         ));
     }
     if !b.config().enable_property_filter {
-        return Err(fail(
+        return Err(Refusal::new(
             response_code::SYSTEM_ERROR,
             format!(
                 "[sluice] The broker does not support consumer to filter message by {EXPRESSION_TYPE_SQL92} (enable_property_filter is off)"
@@ -240,7 +238,7 @@ pub(super) fn subscription_filter<D: Disk, C: Clock>(
         .sql92(group, topic, expression)
         .map(PullFilter::Sql92)
         .map_err(|e| {
-            fail(
+            Refusal::new(
                 response_code::SUBSCRIPTION_PARSE_FAILED,
                 format!("[sluice] cannot parse the SQL92 expression {expression:?} {e}"),
             )

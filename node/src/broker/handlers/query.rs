@@ -8,39 +8,37 @@ use sluice_net::header::{
     QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
     UNIQUE_KEY_QUERY,
 };
-use sluice_net::remoting::{request_code as rc, response_code};
-use sluice_net::RemotingCommand;
+use sluice_net::remoting::response_code;
+use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::{bad_request, fail, store_error_response};
 use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
 
 /// Most messages one query returns.
 const QUERY_MESSAGES_MAX: usize = 64;
 
-pub(super) fn handle<D: Disk, C: Clock>(
+pub(super) async fn view_by_id<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    if req.code == rc::VIEW_MESSAGE_BY_ID {
-        return match req.header::<ViewMessageRequestHeader>() {
-            Ok(h) => match b
-                .store()
-                .read_at(CommitLogOffset(u64::try_from(h.offset).unwrap_or(u64::MAX)))
-            {
-                Ok(Some(raw)) => RemotingCommand::success().with_body(raw),
-                Ok(None) => fail(
-                    response_code::SYSTEM_ERROR,
-                    format!("[sluice] no message at offset {}", h.offset),
-                ),
-                Err(e) => store_error_response(&e),
-            },
-            Err(e) => bad_request(&e),
-        };
+) -> Reply {
+    let h: ViewMessageRequestHeader = req.header()?;
+    let at = CommitLogOffset(u64::try_from(h.offset).unwrap_or(u64::MAX));
+    match b.store().read_at(at)? {
+        Some(raw) => Ok(RemotingCommand::success().with_body(raw)),
+        None => Err(Refusal::system_error(format!(
+            "[sluice] no message at offset {}",
+            h.offset
+        ))),
     }
-    let h = match req.header::<QueryMessageRequestHeader>() {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
+}
+
+pub(super) async fn by_key<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    req: &RemotingCommand,
+) -> Reply {
+    let h: QueryMessageRequestHeader = req.header()?;
     let unique = req
         .ext_fields
         .get(UNIQUE_KEY_QUERY)
@@ -57,30 +55,27 @@ pub(super) fn handle<D: Disk, C: Clock>(
     } else {
         h.end_timestamp
     };
-    match b
+    let found = b
         .store()
-        .query_by_key(&h.topic, &h.key, max, h.begin_timestamp, end)
-    {
-        Ok(found) if found.is_empty() => fail(
+        .query_by_key(&h.topic, &h.key, max, h.begin_timestamp, end)?;
+    if found.is_empty() {
+        return Err(Refusal::new(
             response_code::QUERY_NOT_FOUND,
             format!(
                 "[sluice] no message of topic {} with key {}",
                 h.topic, h.key
             ),
-        ),
-        Ok(found) => {
-            let mut body = BytesMut::new();
-            for m in &found {
-                body.extend_from_slice(m);
-            }
-            let visible = b.store().visible_offset().0;
-            RemotingCommand::success()
-                .with_header(&QueryMessageResponseHeader {
-                    index_last_update_timestamp: b.now_ms(),
-                    index_last_update_phyoffset: i64::try_from(visible).unwrap_or(i64::MAX),
-                })
-                .with_body(body.freeze())
-        }
-        Err(e) => store_error_response(&e),
+        ));
     }
+    let mut body = BytesMut::new();
+    for m in &found {
+        body.extend_from_slice(m);
+    }
+    let visible = b.store().visible_offset().0;
+    Ok(RemotingCommand::success()
+        .with_header(&QueryMessageResponseHeader {
+            index_last_update_timestamp: b.now_ms(),
+            index_last_update_phyoffset: i64::try_from(visible).unwrap_or(i64::MAX),
+        })
+        .with_body(body.freeze()))
 }

@@ -14,8 +14,8 @@ use sluice_net::header::{ReplyMessageRequestHeader, SendMessageRequestHeader};
 use sluice_net::remoting::{request_code as rc, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::bad_request;
 use crate::broker::Broker;
+use crate::dispatch::Reply;
 
 /// How long the requester has to take a pushed reply (Apache: 3 s).
 const PUSH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -29,11 +29,8 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     ctx: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let h = match SendMessageRequestHeader::from_request(req) {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
+) -> Reply {
+    let h = SendMessageRequestHeader::from_request(req)?;
     if let Err(remark) = push(b, ctx, req, &h).await {
         // Apache stores the reply even when the push fails, and answers with
         // the store's result; the requester may still find it by topic.

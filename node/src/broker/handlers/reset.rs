@@ -12,56 +12,19 @@ use sluice_core::Clock;
 use sluice_net::body::{MessageQueue, ResetOffsetBody};
 use sluice_net::header::ResetOffsetRequestHeader;
 use sluice_net::remoting::{request_code as rc, response_code, LanguageCode};
-use sluice_net::RemotingCommand;
+use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::{bad_request, fail, store_error_response};
 use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
 
-pub(super) fn handle<D: Disk, C: Clock>(
+pub(super) async fn handle<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let h: ResetOffsetRequestHeader = match req.header() {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
-    let Some(topic) = b.topics().get(&h.topic) else {
-        return fail(
-            response_code::TOPIC_NOT_EXIST,
-            format!("[sluice] topic {} does not exist", h.topic),
-        );
-    };
+) -> Reply {
+    let h: ResetOffsetRequestHeader = req.header()?;
     let force = h.is_force.unwrap_or(true);
-    let mut body = ResetOffsetBody::default();
-    for queue_id in 0..topic.read_queue_nums {
-        let target = if h.timestamp < 0 {
-            b.store().max_offset(&h.topic, queue_id).0
-        } else {
-            match b
-                .store()
-                .search_offset_by_time(&h.topic, queue_id, h.timestamp)
-            {
-                Ok(q) => q.0,
-                Err(e) => return store_error_response(&e),
-            }
-        };
-        let target = i64::try_from(target).unwrap_or(i64::MAX);
-        let current = b.offsets().get(&h.topic, &h.group, queue_id);
-        let offset = match current {
-            Some(c) if !force && c < target => c,
-            _ => target,
-        };
-        b.offsets()
-            .reset(&h.topic, &h.group, queue_id, offset, b.now_ms());
-        body.offset_table.insert(
-            MessageQueue {
-                topic: h.topic.clone(),
-                broker_name: b.config().broker_name.clone(),
-                queue_id,
-            },
-            offset,
-        );
-    }
+    let body = reset_offsets(b, &h, force)?;
     let json = Bytes::from(body.to_fastjson());
     // Apache answers a C++ caller, and tells C++ consumers, in the list form
     // their parser reads; everyone else gets the map form Java parses.
@@ -89,9 +52,52 @@ pub(super) fn handle<D: Disk, C: Clock>(
             }
         });
     }
-    if req.language == LanguageCode::Cpp {
-        RemotingCommand::success().with_body(list)
+    let answer = if req.language == LanguageCode::Cpp {
+        list
     } else {
-        RemotingCommand::success().with_body(json)
+        json
+    };
+    Ok(RemotingCommand::success().with_body(answer))
+}
+
+/// Moves the group's offsets on every queue of the topic to the reset's
+/// target (unless not forced and the group is already behind it).
+fn reset_offsets<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    h: &ResetOffsetRequestHeader,
+    force: bool,
+) -> Result<ResetOffsetBody, Refusal> {
+    let Some(topic) = b.topics().get(&h.topic) else {
+        return Err(Refusal::new(
+            response_code::TOPIC_NOT_EXIST,
+            format!("[sluice] topic {} does not exist", h.topic),
+        ));
+    };
+    let mut body = ResetOffsetBody::default();
+    for queue_id in 0..topic.read_queue_nums {
+        let target = if h.timestamp < 0 {
+            b.store().max_offset(&h.topic, queue_id).0
+        } else {
+            b.store()
+                .search_offset_by_time(&h.topic, queue_id, h.timestamp)?
+                .0
+        };
+        let target = i64::try_from(target).unwrap_or(i64::MAX);
+        let current = b.offsets().get(&h.topic, &h.group, queue_id);
+        let offset = match current {
+            Some(c) if !force && c < target => c,
+            _ => target,
+        };
+        b.offsets()
+            .reset(&h.topic, &h.group, queue_id, offset, b.now_ms());
+        body.offset_table.insert(
+            MessageQueue {
+                topic: h.topic.clone(),
+                broker_name: b.config().broker_name.clone(),
+                queue_id,
+            },
+            offset,
+        );
     }
+    Ok(body)
 }

@@ -17,61 +17,27 @@ use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
 use tokio::sync::SemaphorePermit;
 
-use crate::broker::response::{bad_request, fail, replica_ack_response, store_error_response};
+use crate::broker::response::replica_ack_response;
 use crate::broker::{Broker, PERM_READ, PERM_WRITE};
+use crate::dispatch::{Refusal, Reply};
 
 pub(super) async fn handle<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     ctx: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let _permit = match admit(b) {
-        Ok(permit) => permit,
-        Err(busy) => return busy,
-    };
-    let h = match SendMessageRequestHeader::from_request(req) {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
+) -> Reply {
+    let _permit = admit(b)?;
+    let h = SendMessageRequestHeader::from_request(req)?;
     if let Err(e) = validate_topic(&h.topic) {
-        return fail(
+        return Err(Refusal::new(
             response_code::MESSAGE_ILLEGAL,
             format!("[sluice] invalid topic {:?}: {e}", h.topic),
-        );
+        ));
     }
-    let mut topic = h.topic.clone();
-    let mut queue_id = h.queue_id;
     let reconsume_times = h.reconsume_times.unwrap_or(0);
-    let retry_group = topic
-        .strip_prefix(sluice_core::message::topic::RETRY_GROUP_TOPIC_PREFIX)
-        .map(str::to_owned);
-    let to_dlq = retry_group.as_deref().is_some_and(|group| {
-        // The client's limit wins; else the group's, else the broker's.
-        let max_reconsume = h.max_reconsume_times.unwrap_or_else(|| {
-            b.subscription_groups()
-                .get(group)
-                .map_or(b.config().max_reconsume_times, |g| g.retry_max_times)
-        });
-        reconsume_times >= max_reconsume
-    });
-    if let (true, Some(group)) = (to_dlq, &retry_group) {
-        // Exhausted retries go to the group's dead-letter queue.
-        topic = dlq_topic(group);
-        let (_, created) = b
-            .topics()
-            .ensure(&topic, 1, PERM_READ | PERM_WRITE, b.now_ms());
-        if created {
-            b.topics_updated().await;
-        }
-        queue_id = 0;
-    }
-    if let Some(refused) = super::send_half::refuse_reserved(&topic) {
-        return refused;
-    }
-    let queue_id = match writable_queue(b, &topic, &h, queue_id).await {
-        Ok(q) => q,
-        Err(refused) => return refused,
-    };
+    let (topic, queue_id, to_dlq) = destination(b, &h, reconsume_times).await;
+    super::send_half::refuse_reserved(&topic)?;
+    let queue_id = writable_queue(b, &topic, &h, queue_id).await?;
     let raw = h.properties.as_deref().unwrap_or_default();
     let parsed = Properties::parse(raw.as_bytes()).ok();
     let wait = parsed
@@ -104,13 +70,13 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     // storing its encoding as one message would ack what was not stored.
     let batch = req.code == request_code::SEND_BATCH_MESSAGE || h.batch == Some(true);
     let mut answer = if batch {
-        send_batch(b, template, &req.body, wait).await
+        send_batch(b, template, &req.body, wait).await?
     } else {
         let msg = MessageInput {
             body: req.body.clone(),
             ..template
         };
-        send_one(b, msg, !to_dlq, wait).await
+        send_one(b, msg, !to_dlq, wait).await?
     };
     // Apache's 5.x broker names the message's UNIQ_KEY (a batch's own key)
     // as `transactionId` in every answer to a stored send. `batchUniqId` is
@@ -119,7 +85,40 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     if let (true, Some(key)) = (answer.code == response_code::SUCCESS, uniq_key) {
         answer.ext_fields.insert("transactionId", key);
     }
-    answer
+    Ok(answer)
+}
+
+/// Where a send is stored: its topic and queue, or — for a retry whose
+/// attempts are exhausted — the group's dead-letter queue (created on
+/// first use), flagged so it is never delayed.
+async fn destination<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    h: &SendMessageRequestHeader,
+    reconsume_times: i32,
+) -> (String, i32, bool) {
+    let Some(group) = h
+        .topic
+        .strip_prefix(sluice_core::message::topic::RETRY_GROUP_TOPIC_PREFIX)
+    else {
+        return (h.topic.clone(), h.queue_id, false);
+    };
+    // The client's limit wins; else the group's, else the broker's.
+    let max_reconsume = h.max_reconsume_times.unwrap_or_else(|| {
+        b.subscription_groups()
+            .get(group)
+            .map_or(b.config().max_reconsume_times, |g| g.retry_max_times)
+    });
+    if reconsume_times < max_reconsume {
+        return (h.topic.clone(), h.queue_id, false);
+    }
+    let topic = dlq_topic(group);
+    let (_, created) = b
+        .topics()
+        .ensure(&topic, 1, PERM_READ | PERM_WRITE, b.now_ms());
+    if created {
+        b.topics_updated().await;
+    }
+    (topic, 0, true)
 }
 
 /// The queue a send goes to: the topic resolved (or auto-created) and
@@ -130,15 +129,15 @@ async fn writable_queue<D: Disk, C: Clock>(
     topic: &str,
     h: &SendMessageRequestHeader,
     mut queue_id: i32,
-) -> Result<i32, RemotingCommand> {
+) -> Result<i32, Refusal> {
     let Some(tc) = resolve_topic(b, topic, h).await else {
-        return Err(fail(
+        return Err(Refusal::new(
             response_code::TOPIC_NOT_EXIST,
             format!("[sluice] topic[{topic}] not exist, apply first please"),
         ));
     };
     if tc.perm & PERM_WRITE == 0 {
-        return Err(fail(
+        return Err(Refusal::new(
             response_code::NO_PERMISSION,
             format!("[sluice] topic[{topic}] is not writable"),
         ));
@@ -148,10 +147,9 @@ async fn writable_queue<D: Disk, C: Clock>(
         queue_id = i32::try_from(h.born_timestamp.rem_euclid(i64::from(write_queues))).unwrap_or(0);
     }
     if queue_id >= write_queues {
-        return Err(fail(
-            response_code::SYSTEM_ERROR,
-            format!("[sluice] queueId[{queue_id}] is illegal, topic[{topic}] has {write_queues} write queues"),
-        ));
+        return Err(Refusal::system_error(format!(
+            "[sluice] queueId[{queue_id}] is illegal, topic[{topic}] has {write_queues} write queues"
+        )));
     }
     Ok(queue_id)
 }
@@ -189,9 +187,9 @@ fn with_cluster(raw: &str, parsed: Option<Properties>, cluster: &str) -> Vec<u8>
 /// asks for a delay and `may_delay` (dead letters are never delayed).
 /// Flow control: a permit for one send in flight, or the busy answer
 /// (`SYSTEM_BUSY`, which producers retry) when too many are in flight.
-fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, RemotingCommand> {
+fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, Refusal> {
     let Ok(permit) = b.send_permits().try_acquire() else {
-        return Err(fail(
+        return Err(Refusal::new(
             response_code::SYSTEM_BUSY,
             "[TIMEOUT_CLEAN_QUEUE]broker busy: too many sends in flight, try another broker",
         ));
@@ -199,7 +197,7 @@ fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, Rem
     if sluice_core::buggify!() {
         // A legal rare answer: flow control refuses the send before it is
         // stored, and the producer must retry (or report a failure).
-        return Err(fail(
+        return Err(Refusal::new(
             response_code::SYSTEM_BUSY,
             "[TIMEOUT_CLEAN_QUEUE]broker busy (buggify)",
         ));
@@ -212,36 +210,32 @@ async fn send_one<D: Disk, C: Clock>(
     mut msg: MessageInput,
     may_delay: bool,
     wait: bool,
-) -> RemotingCommand {
+) -> Reply {
     let queue_id = msg.queue_id;
     if may_delay {
         // Timer properties win over a delay level (the level is dropped).
-        if let Err(e) = b.divert_timer(&mut msg).await {
-            return fail(
+        b.divert_timer(&mut msg).await.map_err(|e| {
+            Refusal::new(
                 response_code::MESSAGE_ILLEGAL,
                 format!("[sluice] cannot schedule timer message: {}", e.0),
-            );
-        }
-        if let Err(e) = b.divert_delayed(&mut msg).await {
-            return fail(
+            )
+        })?;
+        b.divert_delayed(&mut msg).await.map_err(|e| {
+            Refusal::new(
                 response_code::MESSAGE_ILLEGAL,
                 format!("[sluice] cannot delay message: {}", e.0),
-            );
-        }
+            )
+        })?;
     }
-    match b.store().put(msg, wait).await {
-        Ok(a) => {
-            let id = offset_msg_id(
-                b.store_host(),
-                i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
-            );
-            let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
-            let stored = RemotingCommand::success()
-                .with_header(&SendMessageResponseHeader::new(id, queue_id, q));
-            replicated(b, a.end(), wait, stored).await
-        }
-        Err(e) => store_error_response(&e),
-    }
+    let a = b.store().put(msg, wait).await?;
+    let id = offset_msg_id(
+        b.store_host(),
+        i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
+    );
+    let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
+    let stored =
+        RemotingCommand::success().with_header(&SendMessageResponseHeader::new(id, queue_id, q));
+    Ok(replicated(b, a.end(), wait, stored).await)
 }
 
 async fn send_batch<D: Disk, C: Clock>(
@@ -249,15 +243,20 @@ async fn send_batch<D: Disk, C: Clock>(
     template: MessageInput,
     body: &Bytes,
     wait: bool,
-) -> RemotingCommand {
+) -> Reply {
     let items = match decode_batch(body) {
         Ok(items) if !items.is_empty() => items,
-        Ok(_) => return fail(response_code::MESSAGE_ILLEGAL, "[sluice] empty batch"),
+        Ok(_) => {
+            return Err(Refusal::new(
+                response_code::MESSAGE_ILLEGAL,
+                "[sluice] empty batch",
+            ))
+        }
         Err(e) => {
-            return fail(
+            return Err(Refusal::new(
                 response_code::MESSAGE_ILLEGAL,
                 format!("[sluice] bad batch body: {e}"),
-            )
+            ))
         }
     };
     let queue_id = template.queue_id;
@@ -270,28 +269,24 @@ async fn send_batch<D: Disk, C: Clock>(
             ..template.clone()
         })
         .collect();
-    match b.store().put_batch(msgs, wait).await {
-        Ok(appended) => {
-            let host = b.store_host();
-            let ids: Vec<String> = appended
-                .iter()
-                .map(|a| offset_msg_id(host, i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX)))
-                .collect();
-            let first = appended
-                .first()
-                .map_or(0, |a| i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX));
-            let stored = RemotingCommand::success().with_header(&SendMessageResponseHeader::new(
-                ids.join(","),
-                queue_id,
-                first,
-            ));
-            let end = appended
-                .last()
-                .map_or(0, sluice_core::commit_log::Appended::end);
-            replicated(b, end, wait, stored).await
-        }
-        Err(e) => store_error_response(&e),
-    }
+    let appended = b.store().put_batch(msgs, wait).await?;
+    let host = b.store_host();
+    let ids: Vec<String> = appended
+        .iter()
+        .map(|a| offset_msg_id(host, i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX)))
+        .collect();
+    let first = appended
+        .first()
+        .map_or(0, |a| i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX));
+    let stored = RemotingCommand::success().with_header(&SendMessageResponseHeader::new(
+        ids.join(","),
+        queue_id,
+        first,
+    ));
+    let end = appended
+        .last()
+        .map_or(0, sluice_core::commit_log::Appended::end);
+    Ok(replicated(b, end, wait, stored).await)
 }
 
 /// The answer to a stored send: as is, or — for a SYNC-replicated master

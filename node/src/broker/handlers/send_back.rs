@@ -16,10 +16,10 @@ use sluice_core::message::{
 use sluice_core::{Clock, CommitLogOffset};
 use sluice_net::header::ConsumerSendMsgBackRequestHeader;
 use sluice_net::remoting::response_code;
-use sluice_net::RemotingCommand;
+use sluice_net::{RemotingCommand, RequestContext};
 
-use crate::broker::response::{bad_request, fail, store_error_response};
 use crate::broker::{Broker, PERM_READ, PERM_WRITE};
+use crate::dispatch::{Refusal, Reply};
 
 /// Where a sent-back message goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,51 +59,39 @@ pub(crate) fn decide(
 
 pub(super) async fn handle<D: Disk, C: Clock>(
     b: &Broker<D, C>,
+    _: &RequestContext,
     req: &RemotingCommand,
-) -> RemotingCommand {
-    let h = match req.header::<ConsumerSendMsgBackRequestHeader>() {
-        Ok(h) => h,
-        Err(e) => return bad_request(&e),
-    };
+) -> Reply {
+    let h: ConsumerSendMsgBackRequestHeader = req.header()?;
     let retry = retry_topic(&h.group);
     if let Err(e) = validate_topic(&retry) {
-        return fail(
-            response_code::SYSTEM_ERROR,
-            format!("[sluice] invalid consumer group {:?}: {e}", h.group),
-        );
+        return Err(Refusal::system_error(format!(
+            "[sluice] invalid consumer group {:?}: {e}",
+            h.group
+        )));
     }
     let Some(group) = b.subscription_group(&h.group) else {
-        return fail(
+        return Err(Refusal::new(
             response_code::SUBSCRIPTION_GROUP_NOT_EXIST,
             format!("[sluice] subscription group [{}] does not exist", h.group),
-        );
+        ));
     };
-    let rec = match load(b, h.offset) {
-        Ok(rec) => rec,
-        Err(remark) => return fail(response_code::SYSTEM_ERROR, remark),
-    };
+    let rec = load(b, h.offset).map_err(Refusal::system_error)?;
     let max = h.max_reconsume_times.unwrap_or(group.retry_max_times);
     let target = decide(rec.reconsume_times, max, h.delay_level);
-    let mut props = match Properties::parse(strip_seal(&rec.properties)) {
-        Ok(p) => p,
-        Err(e) => {
-            return fail(
-                response_code::SYSTEM_ERROR,
-                format!(
-                    "[sluice] message at offset {} has bad properties: {e}",
-                    h.offset
-                ),
-            )
-        }
-    };
+    let mut props = Properties::parse(strip_seal(&rec.properties)).map_err(|e| {
+        Refusal::system_error(format!(
+            "[sluice] message at offset {} has bad properties: {e}",
+            h.offset
+        ))
+    })?;
     let origin_id = h
         .origin_msg_id
         .clone()
         .filter(|id| !id.is_empty())
         .unwrap_or_else(|| offset_msg_id(rec.store_host, rec.phys_offset));
-    if let Err(e) = mark(&mut props, &rec.topic, &origin_id, target) {
-        return fail(response_code::SYSTEM_ERROR, format!("[sluice] {e}"));
-    }
+    mark(&mut props, &rec.topic, &origin_id, target)
+        .map_err(|e| Refusal::system_error(format!("[sluice] {e}")))?;
     let (topic, queues) = match target {
         SendBackTarget::Retry { .. } => (retry, group.retry_queue_nums.max(1)),
         SendBackTarget::DeadLetter => (dlq_topic(&h.group), 1),
@@ -118,13 +106,11 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         reconsume_times: rec.reconsume_times.saturating_add(1),
         ..MessageInput::from_stored(&rec, topic, 0, Bytes::from(props.encode()), b.store_host())
     };
-    if let Err(e) = b.divert_delayed(&mut msg).await {
-        return fail(response_code::SYSTEM_ERROR, format!("[sluice] {}", e.0));
-    }
-    match b.store().put(msg, true).await {
-        Ok(_) => RemotingCommand::success(),
-        Err(e) => store_error_response(&e),
-    }
+    b.divert_delayed(&mut msg)
+        .await
+        .map_err(|e| Refusal::system_error(format!("[sluice] {}", e.0)))?;
+    b.store().put(msg, true).await?;
+    Ok(RemotingCommand::success())
 }
 
 /// Sets the send-back properties: `RETRY_TOPIC` (the first topic, kept

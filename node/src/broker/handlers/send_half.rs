@@ -13,21 +13,20 @@ use sluice_net::remoting::{request_code, response_code};
 use sluice_net::RemotingCommand;
 
 use super::send::replicated;
-use crate::broker::response::{fail, store_error_response};
 use crate::broker::transaction::records;
 use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
 
 /// Sends straight to the transaction topics are refused: a forged op
 /// record would resolve someone else's transaction.
-pub(super) fn refuse_reserved(topic: &str) -> Option<RemotingCommand> {
-    [HALF_TOPIC, OP_HALF_TOPIC, records::CHECK_MAX_TOPIC]
-        .contains(&topic)
-        .then(|| {
-            fail(
-                response_code::NO_PERMISSION,
-                format!("[sluice] topic {topic} is reserved for transactional messages; send with sysFlag PREPARED instead"),
-            )
-        })
+pub(super) fn refuse_reserved(topic: &str) -> Result<(), Refusal> {
+    if [HALF_TOPIC, OP_HALF_TOPIC, records::CHECK_MAX_TOPIC].contains(&topic) {
+        return Err(Refusal::new(
+            response_code::NO_PERMISSION,
+            format!("[sluice] topic {topic} is reserved for transactional messages; send with sysFlag PREPARED instead"),
+        ));
+    }
+    Ok(())
 }
 
 /// Stores the PREPARED send `req` (its header already read into
@@ -38,12 +37,12 @@ pub(super) async fn send_half<D: Disk, C: Clock>(
     template: MessageInput,
     group: &str,
     wait: bool,
-) -> RemotingCommand {
+) -> Reply {
     if req.code == request_code::SEND_BATCH_MESSAGE {
-        return fail(
+        return Err(Refusal::new(
             response_code::MESSAGE_ILLEGAL,
             "[sluice] a batch cannot hold transactional (PREPARED) messages",
-        );
+        ));
     }
     let mut msg = MessageInput {
         body: req.body.clone(),
@@ -53,29 +52,20 @@ pub(super) async fn send_half<D: Disk, C: Clock>(
     let transaction_id = Properties::parse(&msg.properties)
         .ok()
         .and_then(|p| records::transaction_id(&p));
-    if let Err(e) = records::into_half(&mut msg, group) {
-        return fail(
+    records::into_half(&mut msg, group).map_err(|e| {
+        Refusal::new(
             response_code::MESSAGE_ILLEGAL,
             format!("[sluice] cannot store the half message: {}", e.0),
-        );
-    }
-    match b.store().put(msg, wait).await {
-        Ok(a) => {
-            let id = offset_msg_id(
-                b.store_host(),
-                i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
-            );
-            let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
-            let mut header = SendMessageResponseHeader::new(id, queue_id, q);
-            header.transaction_id = transaction_id;
-            replicated(
-                b,
-                a.end(),
-                wait,
-                RemotingCommand::success().with_header(&header),
-            )
-            .await
-        }
-        Err(e) => store_error_response(&e),
-    }
+        )
+    })?;
+    let a = b.store().put(msg, wait).await?;
+    let id = offset_msg_id(
+        b.store_host(),
+        i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
+    );
+    let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
+    let mut header = SendMessageResponseHeader::new(id, queue_id, q);
+    header.transaction_id = transaction_id;
+    let stored = RemotingCommand::success().with_header(&header);
+    Ok(replicated(b, a.end(), wait, stored).await)
 }

@@ -8,11 +8,12 @@ use sluice_net::header::{
 use sluice_net::remoting::response_code;
 use sluice_net::{RemotingCommand, RequestContext};
 
-use super::{decode_header, Reply};
+use super::decode_header;
+use crate::dispatch::{Refusal, Reply};
 use crate::namesrv::state::State;
 
 /// Sets a key.
-pub(super) fn put<C: Clock>(
+pub(super) async fn put<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,
@@ -25,7 +26,7 @@ pub(super) fn put<C: Clock>(
 }
 
 /// Reads a key into the response header's `value`.
-pub(super) fn get<C: Clock>(
+pub(super) async fn get<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,
@@ -38,7 +39,7 @@ pub(super) fn get<C: Clock>(
     match value {
         Some(value) => Ok(RemotingCommand::success()
             .with_header(&GetKvConfigResponseHeader { value: Some(value) })),
-        None => Err(RemotingCommand::response(
+        None => Err(Refusal::new(
             response_code::QUERY_NOT_FOUND,
             format!(
                 "No config item, Namespace: {} Key: {}",
@@ -49,7 +50,7 @@ pub(super) fn get<C: Clock>(
 }
 
 /// Removes a key; removing a missing key succeeds.
-pub(super) fn delete<C: Clock>(
+pub(super) async fn delete<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,

@@ -10,7 +10,8 @@ use sluice_net::header::{
 };
 use sluice_net::{RemotingCommand, RequestContext};
 
-use super::{decode_header, encoded, system_error, Reply};
+use super::{decode_header, encoded, system_error};
+use crate::dispatch::Reply;
 use crate::namesrv::kv_config::ORDER_TOPIC_CONFIG_NAMESPACE;
 use crate::namesrv::route_table::Registration;
 use crate::namesrv::state::State;
@@ -23,7 +24,7 @@ fn java_crc32(bytes: &[u8]) -> i32 {
 
 /// Answers the registration: the slave learns its master, and every broker
 /// gets the `ORDER_TOPIC_CONFIG` table.
-pub(super) fn register_broker<C: Clock>(
+pub(super) async fn register_broker<C: Clock>(
     state: &State<C>,
     ctx: &RequestContext,
     request: &RemotingCommand,
@@ -89,7 +90,7 @@ pub(super) fn register_broker<C: Clock>(
 }
 
 /// Drops one broker at once (a broker shutting down cleanly).
-pub(super) fn unregister_broker<C: Clock>(
+pub(super) async fn unregister_broker<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,
@@ -103,7 +104,7 @@ pub(super) fn unregister_broker<C: Clock>(
 
 /// Tells a broker whether its topic config changed since it registered; an
 /// unchanged broker counts as heard from, as in Java.
-pub(super) fn query_data_version<C: Clock>(
+pub(super) async fn query_data_version<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,

@@ -11,19 +11,20 @@ use sluice_net::header::{
 use sluice_net::remoting::response_code;
 use sluice_net::{RemotingCommand, RequestContext};
 
-use super::{decode_header, encoded, Reply};
+use super::{decode_header, encoded};
+use crate::dispatch::{Refusal, Reply};
 use crate::namesrv::kv_config::ORDER_TOPIC_CONFIG_NAMESPACE;
 use crate::namesrv::state::State;
 
 /// The topic's brokers (by ID) and queues, or `TOPIC_NOT_EXIST`.
-pub(super) fn route_by_topic<C: Clock>(
+pub(super) async fn route_by_topic<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,
 ) -> Reply {
     let header: GetRouteInfoRequestHeader = decode_header(request, "GET_ROUTEINFO_BY_TOPIC")?;
     let Some(mut route) = state.routes().route(&header.topic) else {
-        return Err(RemotingCommand::response(
+        return Err(Refusal::new(
             response_code::TOPIC_NOT_EXIST,
             format!(
                 "No topic route info in name server for the topic: {}",
@@ -45,7 +46,7 @@ pub(super) fn route_by_topic<C: Clock>(
 }
 
 /// Every broker set by name and every cluster's broker names.
-pub(super) fn cluster_info<C: Clock>(
+pub(super) async fn cluster_info<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,
@@ -56,7 +57,7 @@ pub(super) fn cluster_info<C: Clock>(
 }
 
 /// Every routed topic.
-pub(super) fn all_topics<C: Clock>(
+pub(super) async fn all_topics<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     _request: &RemotingCommand,
@@ -69,7 +70,7 @@ pub(super) fn all_topics<C: Clock>(
 }
 
 /// Topics served by some broker set of the cluster (empty for an unknown one).
-pub(super) fn topics_by_cluster<C: Clock>(
+pub(super) async fn topics_by_cluster<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,
@@ -83,7 +84,7 @@ pub(super) fn topics_by_cluster<C: Clock>(
 }
 
 /// Forgets a topic's routes (after it was deleted on the brokers).
-pub(super) fn delete_topic<C: Clock>(
+pub(super) async fn delete_topic<C: Clock>(
     state: &State<C>,
     _ctx: &RequestContext,
     request: &RemotingCommand,

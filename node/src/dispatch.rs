@@ -1,0 +1,159 @@
+//! One shape for every request the broker, the name server and the
+//! controller serve.
+//!
+//! A handler is `async fn(&S, &RequestContext, &RemotingCommand) -> Reply`,
+//! where `S` is the server's state and [`Reply`] is
+//! `Result<RemotingCommand, Refusal>`. Each server registers its handlers
+//! once per request code in one [`Routes`] table (with [`route!`]); the
+//! table answers unknown codes `REQUEST_CODE_NOT_SUPPORTED` and turns a
+//! [`Refusal`] into its response in one place, so handlers use `?` on a
+//! header that cannot be read or a store that refused.
+//!
+//! Adding a request code: its header (if any) in `sluice-net`, one handler
+//! function in the family's file, one `route!` line in the server's table,
+//! one test (docs/CONTRIBUTING.md walks through it).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use sluice_net::remoting::response_code;
+use sluice_net::rpc::HandlerFuture;
+use sluice_net::{Handler, RemotingCommand, RequestContext};
+
+/// A handler's answer: the response, or a refusal that becomes one.
+pub type Reply = Result<RemotingCommand, Refusal>;
+
+/// The future a handler returns, borrowing the state and the request.
+pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// One request code's handler over the server state `S`.
+pub type Route<S> = for<'a> fn(&'a S, &'a RequestContext, &'a RemotingCommand) -> ReplyFuture<'a>;
+
+/// A request answered with an error: its response code and remark (and,
+/// rarely, a header, as when a controller names its leader).
+#[derive(Debug)]
+pub struct Refusal(Box<RemotingCommand>);
+
+impl Refusal {
+    /// A refusal with `code` and `remark`.
+    pub fn new(code: i32, remark: impl Into<String>) -> Self {
+        Self(Box::new(RemotingCommand::response(code, remark)))
+    }
+
+    /// A `SYSTEM_ERROR` refusal, as Java answers a request it cannot serve.
+    pub fn system_error(remark: impl Into<String>) -> Self {
+        Self::new(response_code::SYSTEM_ERROR, remark)
+    }
+
+    /// A refusal answered with a response built by the handler.
+    pub fn with_response(response: RemotingCommand) -> Self {
+        Self(Box::new(response))
+    }
+
+    /// The refusal's response code.
+    pub fn code(&self) -> i32 {
+        self.0.code
+    }
+
+    /// The response sent for this refusal.
+    pub fn into_response(self) -> RemotingCommand {
+        *self.0
+    }
+}
+
+/// A header or body that cannot be read, or a body that cannot be
+/// encoded: `SYSTEM_ERROR`, naming what was wrong.
+impl From<sluice_net::Error> for Refusal {
+    fn from(e: sluice_net::Error) -> Self {
+        Self::system_error(format!("[sluice] bad request: {e}"))
+    }
+}
+
+/// A store that refused a put or a read: the code RocketMQ answers for it
+/// (see `broker::response::store_error_response`).
+impl From<sluice_core::Error> for Refusal {
+    fn from(e: sluice_core::Error) -> Self {
+        Self::with_response(crate::broker::response::store_error_response(&e))
+    }
+}
+
+/// Registers a handler in a [`Routes`] table: `route!(send::handle)` for an
+/// `async fn(&S, &RequestContext, &RemotingCommand) -> Reply`.
+macro_rules! route {
+    ($handler:path) => {
+        |state, ctx, request| ::std::boxed::Box::pin($handler(state, ctx, request))
+    };
+}
+pub(crate) use route;
+
+/// A server's request table: one handler per code over the shared state.
+/// Cloning it is cheap (one `Arc`).
+pub struct Routes<S>(Arc<Table<S>>);
+
+struct Table<S> {
+    state: Arc<S>,
+    routes: BTreeMap<i32, Route<S>>,
+    server: &'static str,
+}
+
+impl<S> Clone for Routes<S> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<S: Send + Sync + 'static> Routes<S> {
+    /// A table serving `state` with each listed code routed to its
+    /// handler; `server` names it in logs. A code listed twice is a
+    /// programming error, caught by the servers' table tests.
+    pub fn new(server: &'static str, state: Arc<S>, routes: &[(i32, Route<S>)]) -> Self {
+        let mut table = BTreeMap::new();
+        for (code, route) in routes {
+            let previous = table.insert(*code, *route);
+            debug_assert!(previous.is_none(), "request code {code} routed twice");
+        }
+        Self(Arc::new(Table {
+            state,
+            routes: table,
+            server,
+        }))
+    }
+
+    /// The codes this table serves, ascending.
+    pub fn codes(&self) -> impl Iterator<Item = i32> + '_ {
+        self.0.routes.keys().copied()
+    }
+
+    /// Answers one request: its handler's response, its refusal's
+    /// response, or `REQUEST_CODE_NOT_SUPPORTED` (Java's remark verbatim).
+    pub async fn answer(&self, ctx: &RequestContext, request: &RemotingCommand) -> RemotingCommand {
+        let table = &self.0;
+        let reply = match table.routes.get(&request.code) {
+            Some(route) => route(&table.state, ctx, request).await,
+            None => Err(Refusal::new(
+                response_code::REQUEST_CODE_NOT_SUPPORTED,
+                format!(" request type {} not supported", request.code),
+            )),
+        };
+        let response = reply.unwrap_or_else(Refusal::into_response);
+        if response.code != response_code::SUCCESS {
+            tracing::debug!(
+                server = table.server,
+                request = request.code,
+                code = response.code,
+                remark = response.remark.as_deref().unwrap_or(""),
+                "request not successful"
+            );
+        }
+        response
+    }
+}
+
+impl<S: Send + Sync + 'static> Handler for Routes<S> {
+    fn handle(&self, ctx: RequestContext, request: RemotingCommand) -> HandlerFuture {
+        let routes = self.clone();
+        Box::pin(async move { Some(routes.answer(&ctx, &request).await) })
+    }
+}
