@@ -34,6 +34,7 @@ pub use producer::transaction::{
     HalfMessage, LocalTransactionState, TransactionListener, TransactionProducer,
 };
 pub use producer::{Producer, ProducerConfig, SendResult, SendStatus};
+pub use sluice_core::{CommitLogOffset, NegativeOffset, QueueOffset};
 #[cfg(feature = "turmoil")]
 pub use sluice_net::TurmoilTransport;
 pub use sluice_net::{TokioTransport, Transport};

@@ -232,7 +232,7 @@ fn timed_appends(
     let mut total = Duration::ZERO;
     let mut left = iters;
     while left > 0 {
-        let written = current.store.commit_log().written().0;
+        let written = current.store.commit_log().written().get();
         if written >= ROTATE_AT_BYTES {
             *current = BenchStore::open(flush_mode);
             warm(current, msgs, &op);
@@ -303,21 +303,21 @@ fn consume_queue_append(c: &mut Criterion) {
         .get_or_open("CqBench", 0)
         .expect("queue opens");
     let first = CqEntry {
-        phys_offset: CommitLogOffset(0),
+        phys_offset: CommitLogOffset::new(0),
         size: 1100,
         tags_code: 0x7A6B,
     };
-    cq.append(QueueOffset(0), first).expect("append");
+    cq.append(QueueOffset::new(0), first).expect("append");
     current.wait_for_allocator();
     let mut next = 1u64;
     g.bench_function("consume_queue_append", |b| {
         b.iter(|| {
             let entry = CqEntry {
-                phys_offset: CommitLogOffset(next * 1100),
+                phys_offset: CommitLogOffset::new(next * 1100),
                 size: 1100,
                 tags_code: 0x7A6B,
             };
-            cq.append(QueueOffset(next), entry).expect("append");
+            cq.append(QueueOffset::new(next), entry).expect("append");
             next += 1;
         });
     });
@@ -335,7 +335,7 @@ fn get_by_offset(c: &mut Criterion) {
     current.wait_for_allocator();
     assert_eq!(
         current.store.max_offset(TOPIC, 0),
-        QueueOffset(GET_FILL_MESSAGES)
+        QueueOffset::new(GET_FILL_MESSAGES)
     );
     let filter = TagsFilter::default();
     let mut offset = 0u64;
@@ -343,7 +343,14 @@ fn get_by_offset(c: &mut Criterion) {
         b.iter(|| {
             let r = current
                 .store
-                .get(TOPIC, 0, QueueOffset(offset), GET_BATCH, 1 << 20, &filter)
+                .get(
+                    TOPIC,
+                    0,
+                    QueueOffset::new(offset),
+                    GET_BATCH,
+                    1 << 20,
+                    &filter,
+                )
                 .expect("get");
             assert_eq!(r.messages.len(), GET_BATCH);
             black_box(r);

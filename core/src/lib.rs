@@ -29,5 +29,5 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
-pub use offset::{CommitLogOffset, QueueOffset};
+pub use offset::{CommitLogOffset, NegativeOffset, QueueOffset};
 pub use store::{FlushMode, GetResult, GetStatus, MessageStore, StoreConfig};

@@ -66,7 +66,7 @@ fn puts_roll_over_segments_and_read_back_in_queue_order() {
     for i in 0..2_000 {
         let queue = i32::try_from(i % 3).expect("small");
         let a = block_on(store.put(msg("Orders", queue, &body(i), None, None), true)).expect("put");
-        assert_eq!(a.queue_offset, QueueOffset((i / 3) as u64));
+        assert_eq!(a.queue_offset, QueueOffset::new((i / 3) as u64));
     }
     assert!(
         store.commit_log().chain_segments() > 3,
@@ -105,7 +105,7 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
         for i in 300..400 {
             block_on(store.put(msg("T", 0, &body(i), None, None), false)).expect("unacked put");
         }
-        let written = store.commit_log().written().0;
+        let written = store.commit_log().written().get();
         drop(store);
         disk.power_loss();
         let store = open(&disk, &clock, StoreConfig::for_tests());
@@ -118,7 +118,7 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
         for (q, (off, b)) in got.iter().enumerate() {
             assert_eq!((*off, b.clone()), (q as u64, body(q)), "seed {seed}");
         }
-        let end = store.commit_log().written().0;
+        let end = store.commit_log().written().get();
         assert!(end <= written);
         // Everything after the recovered end is zero, durably.
         let seg = StoreConfig::for_tests().commit_log_segment_bytes;
@@ -132,7 +132,7 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
         );
         // New puts continue the queue without a gap.
         let a = block_on(store.put(msg("T", 0, b"after", None, None), true)).expect("put");
-        assert_eq!(a.queue_offset, QueueOffset(got.len() as u64));
+        assert_eq!(a.queue_offset, QueueOffset::new(got.len() as u64));
     }
 }
 
@@ -150,12 +150,12 @@ fn mid_log_corruption_is_reported_not_truncated() {
                  // Flip one body byte of record 100, durably.
     let victim = offsets[100];
     let seg_bytes = StoreConfig::for_tests().commit_log_segment_bytes;
-    let start = victim.phys_offset.0 - victim.phys_offset.0 % seg_bytes;
+    let start = victim.phys_offset.get() - victim.phys_offset.get() % seg_bytes;
     let seg = disk
         .open_segment(&format!("commitlog/{start:020}"))
         .expect("open")
         .expect("exists");
-    let at = victim.phys_offset.0 - start + u64::from(victim.size) - 40;
+    let at = victim.phys_offset.get() - start + u64::from(victim.size) - 40;
     let old = seg.slice(at, 1).expect("read")[0];
     seg.write_at(at, &[old ^ 0xFF]).expect("write");
     block_on(seg.sync(0, seg_bytes)).expect("sync");
@@ -169,17 +169,17 @@ fn mid_log_corruption_is_reported_not_truncated() {
     .err()
     .expect("corruption must stop the start");
     assert!(
-        matches!(err, Error::Corrupt { offset, .. } if offset == victim.phys_offset.0),
+        matches!(err, Error::Corrupt { offset, .. } if offset == victim.phys_offset.get()),
         "unexpected error: {err}"
     );
     // Nothing was truncated by the failed start: the acknowledged records
     // after the damage are still on disk for an operator to salvage.
     let last = offsets[199];
-    let last_start = last.phys_offset.0 - last.phys_offset.0 % seg_bytes;
+    let last_start = last.phys_offset.get() - last.phys_offset.get() % seg_bytes;
     let durable = disk
         .durable_contents(&format!("commitlog/{last_start:020}"))
         .expect("exists");
-    let rel = usize::try_from(last.phys_offset.0 - last_start).expect("small");
+    let rel = usize::try_from(last.phys_offset.get() - last_start).expect("small");
     assert_ne!(
         &durable[rel..rel + 8],
         &[0u8; 8],
@@ -226,7 +226,7 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
     let clock = ManualClock::new(T0_MS);
     let store = open(&disk, &clock, StoreConfig::for_tests());
     let mut acked = Vec::new();
-    while store.commit_log().written().0 < 60 * 1024 {
+    while store.commit_log().written().get() < 60 * 1024 {
         let b = body(acked.len());
         block_on(store.put(msg("T", 0, &b, None, None), true)).expect("put");
         acked.push(b);
@@ -254,7 +254,7 @@ fn enospc_on_a_new_segment_fails_the_put_and_reads_keep_working() {
     disk.set_capacity(None);
     let a =
         block_on(store.put(msg("T", 0, b"after space returns", None, None), true)).expect("put");
-    assert_eq!(a.queue_offset, QueueOffset(acked.len() as u64));
+    assert_eq!(a.queue_offset, QueueOffset::new(acked.len() as u64));
     acked.push(b"after space returns".to_vec());
     let all: Vec<Vec<u8>> = bodies(&store, "T", 0);
     assert_eq!(all, acked);
@@ -353,7 +353,7 @@ fn a_store_restarted_on_a_full_disk_opens_serves_reads_and_catches_up() {
     // A put fitting the active segment is stored while full, after every
     // record the queue holds, dispatched or not: never a reused offset.
     let (offset, b) = put_keyed(&store, 12);
-    assert_eq!(offset, QueueOffset(12));
+    assert_eq!(offset, QueueOffset::new(12));
     acked.push(b);
     // Space returns: the interval flush dispatches the rest.
     disk.set_full(false);
@@ -417,7 +417,14 @@ fn a_commit_log_read_error_fails_the_get_and_does_not_fence_dispatch() {
     // A get whose record cannot be read fails: it never answers past a
     // message it did not return.
     disk.fail_reads_under("commitlog", 1);
-    let failed = store.get("T", 0, QueueOffset(0), 32, 1 << 20, &TagsFilter::default());
+    let failed = store.get(
+        "T",
+        0,
+        QueueOffset::new(0),
+        32,
+        1 << 20,
+        &TagsFilter::default(),
+    );
     assert!(failed.is_err(), "{failed:?}");
     let got: Vec<(u64, Vec<u8>)> = all_bodies(&store, "T", 0);
     assert_eq!(got, vec![(0, b"a".to_vec()), (1, b"b".to_vec())]);
@@ -480,8 +487,8 @@ fn lost_first_consume_queue_files_are_rebuilt_not_taken_for_retention() {
     (300..320).for_each(|i| put(0, i));
     let entries = |s: &MessageStore<SimDisk, ManualClock>, queue: i32| {
         let cq = s.consume_queues().get("T", queue).expect("queue");
-        (0..cq.max_offset().0)
-            .map(|q| cq.entry(QueueOffset(q)).expect("read"))
+        (0..cq.max_offset().get())
+            .map(|q| cq.entry(QueueOffset::new(q)).expect("read"))
             .collect::<Vec<_>>()
     };
     let before = [entries(&store, 0), entries(&store, 1)];
@@ -494,7 +501,7 @@ fn lost_first_consume_queue_files_are_rebuilt_not_taken_for_retention() {
             .expect("remove");
     }
     let store = open(&disk, &clock, StoreConfig::for_tests());
-    assert_eq!(store.min_offset("T", 0), QueueOffset(0));
+    assert_eq!(store.min_offset("T", 0), QueueOffset::new(0));
     assert_eq!([entries(&store, 0), entries(&store, 1)], before);
 }
 
@@ -518,25 +525,32 @@ fn retention_removes_old_segments_and_keeps_offsets_consistent() {
     assert!(report.segments_deleted > 0, "{report:?}");
     let min = store.min_offset("T", 0);
     assert!(
-        min > QueueOffset(0) && min <= QueueOffset(601),
+        min > QueueOffset::new(0) && min <= QueueOffset::new(601),
         "min {min:?}"
     );
     assert_eq!(store.max_offset("T", 0), max_before);
     let stale = store
-        .get("T", 0, QueueOffset(0), 32, 1 << 20, &TagsFilter::default())
+        .get(
+            "T",
+            0,
+            QueueOffset::new(0),
+            32,
+            1 << 20,
+            &TagsFilter::default(),
+        )
         .expect("get");
     assert_eq!(
         (stale.status, stale.next_begin_offset),
         (GetStatus::OffsetTooSmall, min)
     );
     let got = all_bodies(&store, "T", 0);
-    assert_eq!(got.first().map(|(q, _)| *q), Some(min.0));
-    assert_eq!(got.len() as u64, max_before.0 - min.0);
+    assert_eq!(got.first().map(|(q, _)| *q), Some(min.get()));
+    assert_eq!(got.len() as u64, max_before.get() - min.get());
     assert!(got
         .iter()
         .all(|(q, b)| *b == body(usize::try_from(*q).expect("small"))));
     // Records newer than the cutoff are kept.
-    assert!(min <= QueueOffset(601));
+    assert!(min <= QueueOffset::new(601));
     // And the state survives a restart.
     block_on(store.shutdown()).expect("shutdown");
     drop(store);
@@ -580,7 +594,7 @@ fn query_by_key_and_unique_key_and_time() {
     let q = store
         .search_offset_by_time("T", 0, i64::try_from(T0_MS).expect("ms") + 1_000)
         .expect("search");
-    assert_eq!(q, QueueOffset(100));
+    assert_eq!(q, QueueOffset::new(100));
     assert_eq!(
         store.earliest_store_time("T", 0).expect("time"),
         Some(i64::try_from(T0_MS).expect("ms"))
@@ -602,11 +616,11 @@ fn sync_flush_consumers_see_only_durable_messages() {
     block_on(store.put(msg("T", 0, b"not yet durable", None, None), false)).expect("put");
     assert_eq!(
         store.max_offset("T", 0),
-        QueueOffset(0),
+        QueueOffset::new(0),
         "visible before it is durable"
     );
     block_on(store.flush()).expect("flush");
-    assert_eq!(store.max_offset("T", 0), QueueOffset(1));
+    assert_eq!(store.max_offset("T", 0), QueueOffset::new(1));
 }
 
 #[test]
@@ -626,10 +640,10 @@ fn clean_restart_trusts_the_checkpoint_and_does_not_rescan() {
         .expect("open")
         .expect("exists");
     // The body starts 88 bytes into a record with IPv4 hosts; the CRC covers it.
-    seg.write_at(first.phys_offset.0 + 88, b"\xFF")
+    seg.write_at(first.phys_offset.get() + 88, b"\xFF")
         .expect("write");
     let store = open(&disk, &clock, StoreConfig::for_tests());
-    assert_eq!(store.max_offset("T", 0), QueueOffset(51));
+    assert_eq!(store.max_offset("T", 0), QueueOffset::new(51));
     // After a crash the same damage is found by the verification window.
     drop(store);
     assert!(block_on(MessageStore::open(
@@ -697,7 +711,7 @@ fn group_commit_lets_many_writers_share_one_sync() {
     );
     let syncs = store.commit_log().sync_count() - syncs_before;
     assert!(syncs <= 3, "50 concurrent writers needed {syncs} syncs");
-    assert_eq!(store.max_offset("T", 0), QueueOffset(50));
+    assert_eq!(store.max_offset("T", 0), QueueOffset::new(50));
 }
 
 #[test]
@@ -712,7 +726,7 @@ fn a_filter_that_matches_nothing_scans_a_bounded_stretch_per_get() {
     let only_b = TagsFilter {
         codes: vec![sluice_core::message::tags_code("B")],
     };
-    let mut next = QueueOffset(0);
+    let mut next = QueueOffset::new(0);
     let mut gets = 0;
     loop {
         let r = store
@@ -725,7 +739,7 @@ fn a_filter_that_matches_nothing_scans_a_bounded_stretch_per_get() {
         }
         assert_eq!(r.status, GetStatus::NoMatchedMessage);
         assert_eq!(
-            r.next_begin_offset.0 - next.0,
+            r.next_begin_offset.get() - next.get(),
             sluice_core::store::SCAN_ENTRIES_MAX as u64,
             "each miss advances by exactly the scan bound"
         );

@@ -58,7 +58,7 @@ struct Model {
 
 fn read_queue(store: &Store, queue: i32) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut next = QueueOffset(0);
+    let mut next = QueueOffset::new(0);
     loop {
         let r = store
             .get("M", queue, next, 7, 1 << 20, &TagsFilter::default())
@@ -101,7 +101,7 @@ fn check_prefix(store: &Store, model: &Model, k: usize) -> Result<(), TestCaseEr
 
 fn visible_count(store: &Store) -> usize {
     (0..QUEUES)
-        .map(|q| usize::try_from(store.max_offset("M", q).0).expect("small"))
+        .map(|q| usize::try_from(store.max_offset("M", q).get()).expect("small"))
         .sum()
 }
 
@@ -123,7 +123,7 @@ fn run_on(disk: &SimDisk, mode: FlushMode, ops: &[Op]) -> Result<(), TestCaseErr
                 let a = block_on(store.put(msg("M", *queue, &body, Some(&id), None), *wait))
                     .expect("put on a healthy disk");
                 let expected_q = model.sent.iter().filter(|(q, _)| q == queue).count() as u64;
-                prop_assert_eq!(a.queue_offset, QueueOffset(expected_q));
+                prop_assert_eq!(a.queue_offset, QueueOffset::new(expected_q));
                 model.sent.push((*queue, body));
                 if *wait && mode == FlushMode::Sync {
                     model.durable = model.sent.len();

@@ -11,7 +11,7 @@ use support::{block_on, decode, msg};
 
 fn bodies(store: &MessageStore<MmapDisk, SystemClock>) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    let mut next = QueueOffset(0);
+    let mut next = QueueOffset::new(0);
     loop {
         let r = store
             .get("T", 0, next, 32, 1 << 20, &TagsFilter::default())

@@ -43,13 +43,13 @@ fn put(store: &Store, queue: i32, body: &str) -> u64 {
     block_on(store.put(msg("T", queue, body.as_bytes(), None, None), true))
         .expect("put")
         .queue_offset
-        .0
+        .get()
 }
 
 /// Copies everything the master has written that the replica lacks, in
 /// chunks of at most `chunk` bytes; returns the offset the replica holds.
-fn replicate(from: &Store, to: &Store, chunk: usize) -> u64 {
-    let mut held = to.commit_log().written().0;
+fn replicate(from: &Store, to: &Store, chunk: usize) -> CommitLogOffset {
+    let mut held = to.commit_log().written();
     loop {
         let at = to.commit_log().written();
         let bytes = from
@@ -71,7 +71,7 @@ fn whole_log(store: &Store) -> Vec<u8> {
         if b.is_empty() {
             return out;
         }
-        at = CommitLogOffset(at.0 + b.len() as u64);
+        at = CommitLogOffset::new(at.get() + b.len() as u64);
         out.extend_from_slice(&b);
     }
 }
@@ -113,7 +113,7 @@ fn a_replica_is_a_byte_for_byte_copy_serving_the_same_queues() {
     }
     let held = replicate(&m, &r, 4096);
     assert!(m.commit_log().chain_segments() > 3, "rollover happened");
-    assert_eq!(held, m.commit_log().written().0);
+    assert_eq!(held, m.commit_log().written());
     assert_eq!(whole_log(&r), whole_log(&m));
     for q in 0..3 {
         assert_eq!(bodies(&r, q), bodies(&m, q));
@@ -139,18 +139,18 @@ fn bad_replicated_bytes_are_refused_and_change_nothing() {
     }
     let chunk = m
         .commit_log()
-        .read_units(CommitLogOffset(0), 1 << 16)
+        .read_units(CommitLogOffset::new(0), 1 << 16)
         .expect("read");
     // Not at the replica's end.
-    assert!(block_on(r.append_replicated(CommitLogOffset(512), &chunk)).is_err());
+    assert!(block_on(r.append_replicated(CommitLogOffset::new(512), &chunk)).is_err());
     // A flipped byte inside a record.
     let mut bad = chunk.to_vec();
     bad[100] ^= 0x40;
-    assert!(block_on(r.append_replicated(CommitLogOffset(0), &Bytes::from(bad))).is_err());
+    assert!(block_on(r.append_replicated(CommitLogOffset::new(0), &Bytes::from(bad))).is_err());
     // Cut inside a record.
     let cut = chunk.slice(..chunk.len() - 3);
-    assert!(block_on(r.append_replicated(CommitLogOffset(0), &cut)).is_err());
-    assert_eq!(r.commit_log().written().0, 0, "nothing written");
+    assert!(block_on(r.append_replicated(CommitLogOffset::new(0), &cut)).is_err());
+    assert_eq!(r.commit_log().written().get(), 0, "nothing written");
     // The whole chunk is fine.
     replicate(&m, &r, 1 << 16);
     assert_eq!(bodies(&r, 0).len(), 20);
@@ -199,7 +199,7 @@ fn a_divergent_tail_is_truncated_and_the_new_masters_history_followed() {
     // B drops what C never had, then follows C.
     block_on(b.truncate_to(epoch_start)).expect("truncate");
     assert_eq!(b.commit_log().written(), epoch_start);
-    assert_eq!(b.max_offset("T", 0), QueueOffset(50));
+    assert_eq!(b.max_offset("T", 0), QueueOffset::new(50));
     replicate(&c, &b, 1000);
     assert_eq!(whole_log(&b), whole_log(&c));
     let want: Vec<String> = (0..100)
@@ -222,7 +222,7 @@ fn a_power_loss_right_after_truncation_never_resurrects_the_tail() {
         let (_, a) = master(100 + seed);
         let bdisk = SimDisk::new(200 + seed);
         let b = open(&bdisk);
-        let mut cut = CommitLogOffset(0);
+        let mut cut = CommitLogOffset::new(0);
         for i in 0..200 {
             put(&a, 0, &format!("a{i}"));
             if i == 120 {
@@ -236,7 +236,7 @@ fn a_power_loss_right_after_truncation_never_resurrects_the_tail() {
         bdisk.power_loss();
         let b = open(&bdisk);
         assert_eq!(b.commit_log().written(), cut, "seed {seed}");
-        assert_eq!(b.max_offset("T", 0), QueueOffset(121), "seed {seed}");
+        assert_eq!(b.max_offset("T", 0), QueueOffset::new(121), "seed {seed}");
         assert_eq!(
             bodies(&b, 0),
             (0..121).map(|i| format!("a{i}")).collect::<Vec<_>>()
@@ -252,7 +252,7 @@ fn truncation_refuses_a_point_inside_a_record() {
     let b = open(&SimDisk::new(21));
     replicate(&a, &b, 1 << 16);
     let before = b.commit_log().written();
-    assert!(block_on(b.truncate_to(CommitLogOffset(13))).is_err());
+    assert!(block_on(b.truncate_to(CommitLogOffset::new(13))).is_err());
     assert_eq!(b.commit_log().written(), before);
     assert_eq!(bodies(&b, 0).len(), 2);
 }
@@ -261,16 +261,16 @@ fn truncation_refuses_a_point_inside_a_record() {
 fn the_confirmed_gate_hides_records_until_it_moves() {
     let (_, m) = master(30);
     put(&m, 0, "one");
-    m.set_confirmed(m.commit_log().written().0);
-    let gate = m.commit_log().written().0;
+    m.set_confirmed(m.commit_log().written());
+    let gate = m.commit_log().written();
     m.set_confirmed(gate);
     put(&m, 0, "two");
     put(&m, 0, "three");
     assert_eq!(bodies(&m, 0), vec!["one"]);
-    assert_eq!(m.max_offset("T", 0), QueueOffset(1));
-    m.set_confirmed(m.commit_log().written().0);
+    assert_eq!(m.max_offset("T", 0), QueueOffset::new(1));
+    m.set_confirmed(m.commit_log().written());
     assert_eq!(bodies(&m, 0), vec!["one", "two", "three"]);
-    m.set_confirmed(u64::MAX);
+    m.set_confirmed(CommitLogOffset::UNGATED);
     put(&m, 0, "four");
     assert_eq!(bodies(&m, 0).len(), 4);
 }
@@ -285,7 +285,11 @@ fn promotion_pads_then_takes_puts_that_continue_the_queues() {
     replicate(&a, &b, 1 << 16);
     let end = b.commit_log().written();
     assert_eq!(block_on(b.become_writer()).expect("promote"), end);
-    assert_eq!(b.commit_log().written().0 % 512, 0, "padded to a sector");
+    assert_eq!(
+        b.commit_log().written().get() % 512,
+        0,
+        "padded to a sector"
+    );
     assert_eq!(put(&b, 0, "b0"), 7);
     // The old master, demoted, follows: its own pad differs, so it is cut
     // back to the promotion point first.

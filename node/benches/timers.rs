@@ -161,7 +161,7 @@ async fn run() -> anyhow::Result<()> {
     // Delivery: wait for every re-put, then read the lag of each.
     let deadline_ms = first_due_ms + window_ms + 120_000;
     loop {
-        let delivered = broker.store().max_offset(REAL_TOPIC, 0).0;
+        let delivered = broker.store().max_offset(REAL_TOPIC, 0).get();
         if delivered >= timers {
             break;
         }
@@ -172,7 +172,7 @@ async fn run() -> anyhow::Result<()> {
     }
     let (rss2, anon2) = rss_kib();
     let mut lags = Vec::with_capacity(usize::try_from(timers)?);
-    let mut at = QueueOffset(0);
+    let mut at = QueueOffset::new(0);
     loop {
         let got = broker
             .store()

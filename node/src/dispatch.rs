@@ -71,6 +71,14 @@ impl From<sluice_net::Error> for Refusal {
     }
 }
 
+/// A wire offset no log position can be (a negative one): `SYSTEM_ERROR`
+/// naming the field.
+impl From<sluice_core::NegativeOffset> for Refusal {
+    fn from(e: sluice_core::NegativeOffset) -> Self {
+        Self::system_error(format!("[sluice] bad request: {e}"))
+    }
+}
+
 /// A store that refused a put or a read: the code RocketMQ answers for it
 /// (see `broker::response::store_error_response`).
 impl From<sluice_core::Error> for Refusal {

@@ -115,7 +115,7 @@ async fn end(c: &Client, (queue_offset, clog): (i64, i64), kind: i32) -> Remotin
 /// Stores the committed real message of the half at `clog` and nothing
 /// else: the state a crash between the commit and its op record leaves.
 async fn store_commit_only(b: &TestBroker, clog: i64) {
-    let at = CommitLogOffset(u64::try_from(clog).expect("offset"));
+    let at = CommitLogOffset::new(u64::try_from(clog).expect("offset"));
     let raw = b.store().read_at(at).expect("read").expect("half stored");
     let rec = StoredRecord::decode(&raw).expect("decode");
     let real = records::committed(&rec, b.store_host()).expect("a half");

@@ -690,16 +690,16 @@ fn log_image(
         loop {
             let chunk = log
                 .read_units(at, 1 << 20)
-                .map_err(|e| format!("{host}: cannot read the log at {}: {e}", at.0))?;
+                .map_err(|e| format!("{host}: cannot read the log at {}: {e}", at.get()))?;
             if chunk.is_empty() {
                 break;
             }
-            at = sluice_core::CommitLogOffset(at.0 + chunk.len() as u64);
+            at = at.plus(chunk.len() as u64);
             bytes.extend_from_slice(&chunk);
         }
         Ok(LogImage {
             host: host.to_owned(),
-            start: start.0,
+            start: start.get(),
             bytes,
         })
     })

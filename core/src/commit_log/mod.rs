@@ -55,8 +55,8 @@ pub struct Appended {
 
 impl Appended {
     /// Offset just past the record.
-    pub fn end(&self) -> u64 {
-        self.phys_offset.0 + u64::from(self.size)
+    pub fn end(&self) -> CommitLogOffset {
+        self.phys_offset.plus(u64::from(self.size))
     }
 }
 
@@ -285,10 +285,10 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     }
 
     /// Waits until every byte below `end` is durable (group commit).
-    pub async fn wait_durable(&self, end: u64) -> Result<()> {
+    pub async fn wait_durable(&self, end: CommitLogOffset) -> Result<()> {
         self.durability
             .wait(
-                end,
+                end.0,
                 || self.pad_to_sector(),
                 |from, to| self.chain.sync(from, to),
             )
@@ -351,7 +351,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
 
     /// Makes everything written so far durable.
     pub async fn flush(&self) -> Result<()> {
-        self.wait_durable(self.written.load(Ordering::Acquire))
+        self.wait_durable(CommitLogOffset(self.written.load(Ordering::Acquire)))
             .await
     }
 

@@ -50,7 +50,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// gate not yet dispatched, then tells the arrival listener which
     /// queues grew.
     pub(crate) fn dispatch_to(&self, limit: u64) -> Result<()> {
-        self.dispatch_to_ungated(limit.min(self.confirmed()))
+        self.dispatch_to_ungated(limit.min(self.confirmed().0))
     }
 
     /// Like [`dispatch_to`](Self::dispatch_to), ignoring the gate.

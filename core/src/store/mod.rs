@@ -59,7 +59,7 @@ pub struct MessageStore<D: Disk, C: Clock> {
 
 /// Told the CommitLog's new written end after every put (a master's
 /// replication wakes the replicas' parked fetches with it); must be cheap.
-pub type AppendListener = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
+pub type AppendListener = std::sync::Arc<dyn Fn(CommitLogOffset) + Send + Sync>;
 
 impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Opens (recovering if needed) the store under `config.root`.
@@ -100,7 +100,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             .expect("invariant: lock not poisoned")
             .clone();
         if let Some(listener) = listener {
-            listener(self.log.written().0);
+            listener(self.log.written());
         }
     }
 
@@ -168,7 +168,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// fail the put: the record is already stored, and reporting failure
     /// would make the producer treat a stored message as never sent. The
     /// dispatch is retried by the next put or flush.
-    async fn settle(&self, end: u64, wait: bool) -> Result<()> {
+    async fn settle(&self, end: CommitLogOffset, wait: bool) -> Result<()> {
         let visible_to = match self.config.flush_mode {
             FlushMode::Async => self.log.written().0,
             FlushMode::Sync => {
@@ -188,7 +188,11 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// master at `at` (this log's end), makes them as durable as the flush
     /// mode asks, and returns the offset this replica now holds for sure —
     /// the one it may report to its master.
-    pub async fn append_replicated(&self, at: CommitLogOffset, bytes: &Bytes) -> Result<u64> {
+    pub async fn append_replicated(
+        &self,
+        at: CommitLogOffset,
+        bytes: &Bytes,
+    ) -> Result<CommitLogOffset> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
@@ -199,15 +203,15 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 reason: "the log is a writer's, not a follower's",
             });
         }
-        let end = self.log.append_units(at, bytes)?;
+        let end = CommitLogOffset(self.log.append_units(at, bytes)?);
         let held = match self.config.flush_mode {
             FlushMode::Async => end,
             FlushMode::Sync => {
                 self.log.wait_durable(end).await?;
-                self.log.durable().0
+                self.log.durable()
             }
         };
-        if let Err(e) = self.dispatch_to(held) {
+        if let Err(e) = self.dispatch_to(held.0) {
             tracing::warn!(error = %e, "dispatch deferred on a replica");
         }
         Ok(held)
@@ -224,9 +228,10 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Gates what consumers see: records at or past `offset` stay invisible
     /// until a later call moves the gate. A SYNC-replicated broker passes
-    /// the offset its in-sync set holds; `u64::MAX` lifts the gate.
-    pub fn set_confirmed(&self, offset: u64) {
-        self.confirmed.store(offset, Ordering::Release);
+    /// the offset its in-sync set holds; [`CommitLogOffset::UNGATED`]
+    /// lifts the gate.
+    pub fn set_confirmed(&self, offset: CommitLogOffset) {
+        self.confirmed.store(offset.0, Ordering::Release);
         let limit = match self.config.flush_mode {
             FlushMode::Async => self.log.written().0,
             FlushMode::Sync => self.log.durable().0,
@@ -236,9 +241,10 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         }
     }
 
-    /// The consumer-visibility gate in force (`u64::MAX`: none).
-    pub fn confirmed(&self) -> u64 {
-        self.confirmed.load(Ordering::Acquire)
+    /// The consumer-visibility gate in force ([`CommitLogOffset::UNGATED`]:
+    /// none).
+    pub fn confirmed(&self) -> CommitLogOffset {
+        CommitLogOffset(self.confirmed.load(Ordering::Acquire))
     }
 
     /// Takes the writer role (a follower promoted to master): pads the log
@@ -447,7 +453,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             };
             (cp, queues)
         };
-        self.log.wait_durable(cp.dispatched).await?;
+        self.log
+            .wait_durable(CommitLogOffset(cp.dispatched))
+            .await?;
         for (q, mark) in lens.iter().zip(&cp.queues) {
             q.sync(QueueOffset(mark.len)).await?;
         }

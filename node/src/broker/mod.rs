@@ -42,7 +42,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use sluice_core::disk::Disk;
-use sluice_core::{Clock, MessageStore};
+use sluice_core::{Clock, CommitLogOffset, MessageStore};
 use sluice_net::body::SubscriptionGroupConfig;
 use sluice_net::{RpcConfig, RpcServer, Transport};
 use tokio::sync::{Notify, Semaphore};
@@ -198,7 +198,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
                     }
                 }
             }));
-            ha.note_written(broker.store.commit_log().written().0);
+            ha.note_written(broker.store.commit_log().written());
         }
         Ok(broker)
     }
@@ -253,7 +253,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let Some(ha) = &self.ha else {
             return Ok(());
         };
-        let start = self.store.become_writer().await?.0;
+        let start = self.store.become_writer().await?.get();
         let mut epochs = ha.epochs();
         epochs
             .begin(epoch, start)
@@ -268,7 +268,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             })?;
         ha.lock().epochs = epochs;
         // What it gated as a replica no longer applies.
-        self.store.set_confirmed(u64::MAX);
+        self.store.set_confirmed(CommitLogOffset::UNGATED);
         ha.set_role(Role::Master { epoch });
         ha::publish_gate(self, ha);
         tracing::info!(epoch, start, "master of the broker group");

@@ -243,7 +243,7 @@ async fn deliver_due<D: Disk, C: Clock>(b: &Broker<D, C>, level: i32, delay_ms: 
     let got = match b.store().get(
         SCHEDULE_TOPIC,
         queue_id,
-        QueueOffset(u64::try_from(from).unwrap_or(0)),
+        QueueOffset::new(u64::try_from(from).unwrap_or(0)),
         BATCH_MESSAGES_MAX,
         BATCH_BYTES_MAX,
         &TagsFilter::default(),
@@ -260,13 +260,11 @@ async fn deliver_due<D: Disk, C: Clock>(b: &Broker<D, C>, level: i32, delay_ms: 
         tracing::warn!(
             level,
             from,
-            to = got.next_begin_offset.0,
+            to = got.next_begin_offset.get(),
             "schedule progress corrected"
         );
-        b.delay_progress().reset(
-            level,
-            i64::try_from(got.next_begin_offset.0).unwrap_or(i64::MAX),
-        );
+        b.delay_progress()
+            .reset(level, got.next_begin_offset.to_wire());
         return 0;
     }
     let mut pause_ms = POLL_INTERVAL_MS_MAX;

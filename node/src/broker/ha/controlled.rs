@@ -47,7 +47,7 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
             broker_addr: b.store_host().to_string(),
             ha_addr: ha.ha_addr(),
             epoch: ha.epochs().last_epoch(),
-            max_offset: b.store().commit_log().written().0,
+            max_offset: b.store().commit_log().written().get(),
             restarted,
         };
         match client.heartbeat(&heartbeat).await {

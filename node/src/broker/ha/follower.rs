@@ -66,28 +66,29 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
     }
 }
 
-/// One session with the master: returns only on an error.
-async fn follow<D: Disk, C: Clock, T: Transport>(
+/// Joins the master: truncates this log where it diverges from the
+/// master's and adopts (and persists) the master's epoch history.
+async fn handshake<D: Disk, C: Clock, T: Transport>(
     b: &Broker<D, C>,
     ha: &Replication,
     client: &RpcClient<T>,
     master: &str,
-) -> Result<(), String> {
+    rpc_timeout: Duration,
+) -> Result<HandshakeReply, String> {
     let store = b.store();
-    let rpc_timeout = Duration::from_millis(ha.config().fetch_wait_ms + 3_000);
     let hs = Handshake {
         group: b.config().broker_name.clone(),
         replica_id: ha.me(),
         epochs: ha.epochs(),
-        end: store.commit_log().written().0,
+        end: store.commit_log().written().get(),
         segment_bytes: store.config().commit_log_segment_bytes,
     };
     let req = RemotingCommand::request(HA_HANDSHAKE).with_body(json_body(&hs));
     let resp = invoke_ok(client, master, req, rpc_timeout, "handshake").await?;
     let reply: HandshakeReply = parse_body(&resp)?;
-    if reply.truncate_to < store.commit_log().written().0 {
+    if reply.truncate_to < store.commit_log().written().get() {
         store
-            .truncate_to(CommitLogOffset(reply.truncate_to))
+            .truncate_to(CommitLogOffset::new(reply.truncate_to))
             .await
             .map_err(|e| format!("cannot truncate to {}: {e}", reply.truncate_to))?;
     }
@@ -98,10 +99,23 @@ async fn follow<D: Disk, C: Clock, T: Transport>(
         .await
         .map_err(|e| format!("cannot write {EPOCHS_FILE}: {e}"))?;
     ha.lock().epochs = reply.epochs.clone();
+    Ok(reply)
+}
+
+/// One session with the master: returns only on an error.
+async fn follow<D: Disk, C: Clock, T: Transport>(
+    b: &Broker<D, C>,
+    ha: &Replication,
+    client: &RpcClient<T>,
+    master: &str,
+) -> Result<(), String> {
+    let store = b.store();
+    let rpc_timeout = Duration::from_millis(ha.config().fetch_wait_ms + 3_000);
+    let reply = handshake(b, ha, client, master, rpc_timeout).await?;
     tracing::info!(
         master,
         epoch = reply.epoch,
-        from = store.commit_log().written().0,
+        from = store.commit_log().written().get(),
         "following the master"
     );
     let metadata_every = Duration::from_millis(ha.config().metadata_sync_ms.max(100));
@@ -112,32 +126,34 @@ async fn follow<D: Disk, C: Clock, T: Transport>(
             copy_metadata(b, client, master, rpc_timeout).await?;
             next_metadata = now + metadata_every;
         }
-        let from = store.commit_log().written().0;
-        let held = store.held_offset().0;
+        let from = store.commit_log().written();
+        let held = store.held_offset();
         let f = Fetch {
             session: reply.session,
             replica_id: ha.me(),
             epoch: reply.epoch,
-            from,
-            held,
+            from: from.get(),
+            held: held.get(),
         };
         ha.lock().replica_held = held;
         let req = RemotingCommand::request(HA_FETCH).with_body(json_body(&f));
         let resp = invoke_ok(client, master, req, rpc_timeout, "fetch").await?;
         let epoch = ext_u64(&resp, FIELD_EPOCH)?;
-        let at = ext_u64(&resp, FIELD_AT)?;
-        let confirmed = ext_u64(&resp, FIELD_CONFIRMED)?;
+        let at = CommitLogOffset::new(ext_u64(&resp, FIELD_AT)?);
+        let confirmed = CommitLogOffset::new(ext_u64(&resp, FIELD_CONFIRMED)?);
         if epoch != u64::from(reply.epoch) || at != from {
             return Err(format!(
-                "fetch answer for epoch {epoch} at {at}, asked {} at {from}",
-                reply.epoch
+                "fetch answer for epoch {epoch} at {}, asked {} at {}",
+                at.get(),
+                reply.epoch,
+                from.get()
             ));
         }
         if !resp.body.is_empty() {
             store
-                .append_replicated(CommitLogOffset(at), &resp.body)
+                .append_replicated(at, &resp.body)
                 .await
-                .map_err(|e| format!("cannot append replicated bytes at {at}: {e}"))?;
+                .map_err(|e| format!("cannot append replicated bytes at {}: {e}", at.get()))?;
         }
         // A SYNC master's consumers see only what its in-sync set holds;
         // so do this replica's.
@@ -186,7 +202,7 @@ async fn copy_metadata<D: Disk, C: Clock, T: Transport>(
         b.delay_progress().adopt(m.delay.as_bytes())?;
     }
     if !m.timer.is_empty() {
-        let written = b.store().commit_log().written().0;
+        let written = b.store().commit_log().written().get();
         b.timers().adopt(m.timer.as_bytes(), written)?;
     }
     b.persist_offsets().await;

@@ -95,7 +95,7 @@ fn handshake<D: Disk, C: Clock>(
         );
     }
     let now = b.clock().monotonic();
-    let written = b.store().commit_log().written().0;
+    let written = b.store().commit_log().written().get();
     let mut st = ha.lock();
     let Role::Master { epoch } = st.role else {
         return fail(HA_RESTART, "[sluice] not the master");
@@ -115,7 +115,7 @@ fn handshake<D: Disk, C: Clock>(
             ),
         );
     };
-    let log_min = b.store().commit_log().min_offset().0;
+    let log_min = b.store().commit_log().min_offset().get();
     if truncate_to < log_min && !ha.trusts_claimed_offset() {
         return fail(
             response_code::SYSTEM_ERROR,
@@ -132,16 +132,16 @@ fn handshake<D: Disk, C: Clock>(
         Session {
             id,
             epoch,
-            verified: truncate_to,
+            verified: CommitLogOffset::new(truncate_to),
             acked: if ha.trusts_claimed_offset() {
-                hs.end
+                CommitLogOffset::new(hs.end)
             } else {
-                0
+                CommitLogOffset::default()
             },
-            caught_up_target: u64::MAX,
+            caught_up_target: CommitLogOffset::UNGATED,
             last_seen: now,
             caught_up_at: now,
-            confirmed_sent: 0,
+            confirmed_sent: CommitLogOffset::default(),
         },
     );
     tracing::info!(
@@ -172,6 +172,43 @@ fn fetch_limit(ha: &Replication) -> usize {
     }
 }
 
+/// Records what a fetch says the replica holds, for its live session at
+/// the master's epoch; the master's epoch, or the answer that restarts it.
+fn record_ack(ha: &Replication, f: &Fetch, now: Duration) -> Result<u32, RemotingCommand> {
+    let from = CommitLogOffset::new(f.from);
+    let held = CommitLogOffset::new(f.held);
+    let mut st = ha.lock();
+    let Role::Master { epoch } = st.role else {
+        return Err(fail(HA_RESTART, "[sluice] not the master"));
+    };
+    if f.epoch != epoch {
+        return Err(fail(
+            HA_RESTART,
+            format!("[sluice] the master's epoch is {epoch}"),
+        ));
+    }
+    let Some(s) = st
+        .sessions
+        .get_mut(&f.replica_id)
+        .filter(|s| s.id == f.session && s.epoch == epoch)
+    else {
+        return Err(fail(HA_RESTART, "[sluice] unknown replication session"));
+    };
+    if from > s.verified && !ha.trusts_claimed_offset() {
+        st.sessions.remove(&f.replica_id);
+        return Err(fail(
+            HA_RESTART,
+            "[sluice] replica reports bytes this session never sent",
+        ));
+    }
+    s.acked = s.acked.max(held.min(from));
+    s.last_seen = now;
+    if s.acked >= s.caught_up_target {
+        s.caught_up_at = now;
+    }
+    Ok(epoch)
+}
+
 async fn fetch<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     ha: &Replication,
@@ -182,38 +219,11 @@ async fn fetch<D: Disk, C: Clock>(
         Err(e) => return fail(response_code::SYSTEM_ERROR, e),
     };
     let now = b.clock().monotonic();
-    let epoch = {
-        let mut st = ha.lock();
-        let Role::Master { epoch } = st.role else {
-            return fail(HA_RESTART, "[sluice] not the master");
-        };
-        if f.epoch != epoch {
-            return fail(
-                HA_RESTART,
-                format!("[sluice] the master's epoch is {epoch}"),
-            );
-        }
-        let Some(s) = st
-            .sessions
-            .get_mut(&f.replica_id)
-            .filter(|s| s.id == f.session && s.epoch == epoch)
-        else {
-            return fail(HA_RESTART, "[sluice] unknown replication session");
-        };
-        if f.from > s.verified && !ha.trusts_claimed_offset() {
-            st.sessions.remove(&f.replica_id);
-            return fail(
-                HA_RESTART,
-                "[sluice] replica reports bytes this session never sent",
-            );
-        }
-        let ack = f.held.min(f.from);
-        s.acked = s.acked.max(ack);
-        s.last_seen = now;
-        if s.acked >= s.caught_up_target {
-            s.caught_up_at = now;
-        }
-        epoch
+    // The wire's numbers, as log positions.
+    let from = CommitLogOffset::new(f.from);
+    let epoch = match record_ack(ha, &f, now) {
+        Ok(epoch) => epoch,
+        Err(refused) => return refused,
     };
     publish(b, ha);
     let log = b.store().commit_log();
@@ -226,10 +236,10 @@ async fn fetch<D: Disk, C: Clock>(
             .get(&f.replica_id)
             .is_some_and(|s| confirmed != s.confirmed_sent)
     };
-    if log.written().0 <= f.from && !gate_moved {
+    if log.written() <= from && !gate_moved {
         let mut rx = ha.written_rx();
         let wait = async {
-            while log.written().0 <= f.from {
+            while log.written() <= from {
                 if rx.changed().await.is_err() {
                     return;
                 }
@@ -237,8 +247,8 @@ async fn fetch<D: Disk, C: Clock>(
         };
         let _ = tokio::time::timeout(Duration::from_millis(ha.config().fetch_wait_ms), wait).await;
     }
-    let written = log.written().0;
-    let bytes = match log.read_units(CommitLogOffset(f.from), fetch_limit(ha)) {
+    let written = log.written();
+    let bytes = match log.read_units(from, fetch_limit(ha)) {
         Ok(bytes) => bytes,
         Err(e) => {
             return fail(
@@ -247,11 +257,15 @@ async fn fetch<D: Disk, C: Clock>(
             )
         }
     };
-    let end = f.from + bytes.len() as u64;
+    let end = from.plus(bytes.len() as u64);
     let gate = {
         let mut st = ha.lock();
         let confirmed = Replication::confirmed_locked(&st);
-        let gate = if sync { confirmed } else { u64::MAX };
+        let gate = if sync {
+            confirmed
+        } else {
+            CommitLogOffset::UNGATED
+        };
         if let Some(s) = st
             .sessions
             .get_mut(&f.replica_id)
@@ -268,7 +282,8 @@ async fn fetch<D: Disk, C: Clock>(
     let mut out = RemotingCommand::success().with_body(bytes);
     out.ext_fields.insert(FIELD_EPOCH, epoch.to_string());
     out.ext_fields.insert(FIELD_AT, f.from.to_string());
-    out.ext_fields.insert(FIELD_CONFIRMED, gate.to_string());
+    out.ext_fields
+        .insert(FIELD_CONFIRMED, gate.get().to_string());
     out
 }
 
@@ -338,7 +353,7 @@ pub(crate) struct InSyncPlan {
 /// the local set always contains the controller's).
 pub(crate) fn plan_in_sync<D: Disk, C: Clock>(b: &Broker<D, C>, ha: &Replication) -> InSyncPlan {
     let now = b.clock().monotonic();
-    let held = b.store().held_offset().0;
+    let held = b.store().held_offset();
     let idle = Duration::from_millis(ha.config().session_idle_ms);
     let lag_limit = Duration::from_millis(ha.config().not_caught_up_ms);
     let mut st = ha.lock();

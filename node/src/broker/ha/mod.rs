@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use sluice_core::CommitLogOffset;
 use tokio::sync::watch;
 
 pub(crate) use controlled::run as run_controlled;
@@ -154,17 +155,17 @@ pub(crate) struct Session {
     pub(crate) epoch: u32,
     /// Bytes below this are verified to agree with the master's log: the
     /// divergence point, then everything sent on this session.
-    pub(crate) verified: u64,
+    pub(crate) verified: CommitLogOffset,
     /// What the replica reported it holds (capped by `verified`).
-    pub(crate) acked: u64,
+    pub(crate) acked: CommitLogOffset,
     /// Master's written end when the last fetch was answered with
     /// everything up to it; acking it means "caught up".
-    pub(crate) caught_up_target: u64,
+    pub(crate) caught_up_target: CommitLogOffset,
     pub(crate) last_seen: Duration,
     pub(crate) caught_up_at: Duration,
     /// The confirmed offset last sent on this session: a fetch answers at
     /// once when it has moved, so the replica's readers are not held back.
-    pub(crate) confirmed_sent: u64,
+    pub(crate) confirmed_sent: CommitLogOffset,
 }
 
 /// Replication state shared by the broker's handlers and duties.
@@ -175,7 +176,7 @@ pub(crate) struct State {
     /// In-sync replicas (the master itself not included).
     pub(crate) in_sync: BTreeSet<u64>,
     /// What this broker last held as a replica, for `cluster` views.
-    pub(crate) replica_held: u64,
+    pub(crate) replica_held: CommitLogOffset,
     /// Where replicas reach this broker's HA port.
     pub(crate) ha_addr: String,
 }
@@ -186,7 +187,7 @@ pub struct Replication {
     me: u64,
     pub(crate) state: Mutex<State>,
     /// The master's written end, to wake parked fetches.
-    written: watch::Sender<u64>,
+    written: watch::Sender<CommitLogOffset>,
     /// Bumped whenever an acknowledgement, the in-sync set or the role
     /// changes, to wake SYNC sends.
     acks: watch::Sender<u64>,
@@ -206,10 +207,10 @@ impl Replication {
                 epochs,
                 sessions: BTreeMap::new(),
                 in_sync: BTreeSet::new(),
-                replica_held: 0,
+                replica_held: CommitLogOffset::default(),
                 ha_addr: String::new(),
             }),
-            written: watch::channel(0).0,
+            written: watch::channel(CommitLogOffset::default()).0,
             acks: watch::channel(0).0,
             roles: watch::channel(0).0,
             next_session: AtomicU64::new(1),
@@ -251,7 +252,7 @@ impl Replication {
     }
 
     /// Each connected replica's acknowledged offset.
-    pub fn replica_acks(&self) -> BTreeMap<u64, u64> {
+    pub fn replica_acks(&self) -> BTreeMap<u64, CommitLogOffset> {
         self.lock()
             .sessions
             .iter()
@@ -273,11 +274,11 @@ impl Replication {
         self.next_session.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn note_written(&self, end: u64) {
+    pub(crate) fn note_written(&self, end: CommitLogOffset) {
         self.written.send_replace(end);
     }
 
-    pub(crate) fn written_rx(&self) -> watch::Receiver<u64> {
+    pub(crate) fn written_rx(&self) -> watch::Receiver<CommitLogOffset> {
         self.written.subscribe()
     }
 
@@ -305,21 +306,25 @@ impl Replication {
         self.bump_acks();
     }
 
-    /// The offset every in-sync replica holds (`u64::MAX` with no in-sync
+    /// The offset every in-sync replica holds (`UNGATED` with no in-sync
     /// replica): the consumer-visibility gate of a SYNC master.
-    pub(crate) fn confirmed_locked(st: &State) -> u64 {
+    pub(crate) fn confirmed_locked(st: &State) -> CommitLogOffset {
         st.in_sync
             .iter()
-            .map(|id| st.sessions.get(id).map_or(0, |s| s.acked))
+            .map(|id| {
+                st.sessions
+                    .get(id)
+                    .map_or(CommitLogOffset::default(), |s| s.acked)
+            })
             .min()
-            .unwrap_or(u64::MAX)
+            .unwrap_or(CommitLogOffset::UNGATED)
     }
 
     /// Waits until every in-sync replica holds `[0, end)` (SYNC mode).
     pub async fn await_replicated(
         &self,
-        end: u64,
-        master_written: u64,
+        end: CommitLogOffset,
+        master_written: CommitLogOffset,
     ) -> Result<(), ReplicaAckError> {
         if self.config.mode == ReplicationMode::Async {
             return Ok(());
@@ -343,7 +348,7 @@ impl Replication {
                     if confirmed >= end {
                         return Ok(());
                     }
-                    let behind = master_written.saturating_sub(confirmed);
+                    let behind = master_written.bytes_since(confirmed);
                     if behind > self.config.fall_behind_max_bytes {
                         return Err(ReplicaAckError::NotAvailable(format!(
                             "an in-sync replica is {behind} bytes behind"

@@ -72,9 +72,9 @@ pub(super) async fn runtime_info<D: Disk, C: Clock>(
         "brokerVersionDesc",
         format!("sluice {}", env!("CARGO_PKG_VERSION")),
     );
-    put("commitLogMinOffset", log.min_offset().0.to_string());
-    put("commitLogMaxOffset", log.written().0.to_string());
-    put("commitLogDurableOffset", log.durable().0.to_string());
+    put("commitLogMinOffset", log.min_offset().get().to_string());
+    put("commitLogMaxOffset", log.written().get().to_string());
+    put("commitLogDurableOffset", log.durable().get().to_string());
     put("groupCommitSyncs", log.sync_count().to_string());
     put("topicCount", b.topics().names().len().to_string());
     put(
@@ -101,7 +101,7 @@ fn replication_info<D: Disk, C: Clock>(b: &Broker<D, C>, put: &mut impl FnMut(&s
         put("brokerRole", "ASYNC_MASTER".to_owned());
         return;
     };
-    let written = b.store().commit_log().written().0;
+    let written = b.store().commit_log().written();
     put("haAddr", ha.ha_addr());
     put("masterEpoch", ha.epochs().last_epoch().to_string());
     match ha.role() {
@@ -126,13 +126,13 @@ fn replication_info<D: Disk, C: Clock>(b: &Broker<D, C>, put: &mut impl FnMut(&s
             put(
                 "replicaAckOffsets",
                 acks.iter()
-                    .map(|(id, off)| format!("{id}:{off}"))
+                    .map(|(id, off)| format!("{id}:{}", off.get()))
                     .collect::<Vec<_>>()
                     .join(","),
             );
             let lag = acks
                 .values()
-                .map(|a| written.saturating_sub(*a))
+                .map(|a| written.bytes_since(*a))
                 .max()
                 .unwrap_or(0);
             put("replicaLagBytes", lag.to_string());

@@ -46,8 +46,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             continue;
         }
         for queue_id in 0..tc.read_queue_nums.max(0) {
-            let broker_offset =
-                i64::try_from(b.store().max_offset(&topic, queue_id).0).unwrap_or(i64::MAX);
+            let broker_offset = b.store().max_offset(&topic, queue_id).to_wire();
             let consumer_offset = b.offsets().get(&topic, group, queue_id).unwrap_or(0).max(0);
             let offsets = OffsetWrapper {
                 broker_offset,
@@ -85,7 +84,7 @@ fn last_consumed_timestamp<D: Disk, C: Clock>(
     let Ok(got) = b.store().get(
         topic,
         queue_id,
-        QueueOffset(last),
+        QueueOffset::new(last),
         1,
         usize::MAX,
         &TagsFilter::default(),

@@ -52,7 +52,7 @@ pub(super) async fn consume_directly<D: Disk, C: Clock>(
             h.msg_id
         )));
     };
-    let Some(raw) = b.store().read_at(CommitLogOffset(offset))? else {
+    let Some(raw) = b.store().read_at(CommitLogOffset::new(offset))? else {
         return Err(Refusal::system_error(format!(
             "[sluice] no message at offset {offset}"
         )));

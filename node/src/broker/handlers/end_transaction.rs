@@ -68,11 +68,12 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     let stored = match outcome {
         Outcome::Commit => match records::committed(&rec, host) {
             // One append: a crash keeps both, the commit alone, or neither.
-            Ok(real) => b
-                .store()
-                .put_batch(vec![real, op], true)
-                .await
-                .map(|a| a.last().map_or(0, sluice_core::commit_log::Appended::end)),
+            Ok(real) => b.store().put_batch(vec![real, op], true).await.map(|a| {
+                a.last().map_or(
+                    CommitLogOffset::default(),
+                    sluice_core::commit_log::Appended::end,
+                )
+            }),
             Err(e) => {
                 b.transactions().release(origin, None);
                 return Err(Refusal::system_error(format!("[sluice] {}", e.0)));
@@ -127,17 +128,13 @@ async fn named_half<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     h: &EndTransactionRequestHeader,
 ) -> Result<StoredRecord, String> {
-    let at = u64::try_from(h.commit_log_offset).map_err(|_| {
-        format!(
-            "[sluice] commitLogOffset {} is negative",
-            h.commit_log_offset
-        )
-    })?;
-    let mut raw = b.store().read_at(CommitLogOffset(at)).ok().flatten();
-    if raw.is_none() && at < b.store().commit_log().written().0 {
+    let at = CommitLogOffset::from_wire("commitLogOffset", h.commit_log_offset)
+        .map_err(|e| format!("[sluice] {e}"))?;
+    let mut raw = b.store().read_at(at).ok().flatten();
+    if raw.is_none() && at < b.store().commit_log().written() {
         // Written but not visible yet (a WAIT=false half in SYNC flush).
         let _ = b.store().flush().await;
-        raw = b.store().read_at(CommitLogOffset(at)).ok().flatten();
+        raw = b.store().read_at(at).ok().flatten();
     }
     let not_found = || {
         format!(
@@ -181,7 +178,7 @@ async fn not_open<D: Disk, C: Clock>(
         TxState::Resolved(done) if done == requested => {
             // A duplicate: the first END stored it; answer once it is
             // replicated as far as a send would be.
-            let written = b.store().commit_log().written().0;
+            let written = b.store().commit_log().written();
             let mut ok = RemotingCommand::success();
             ok.remark = Some(format!(
                 "[sluice] already {}; nothing stored again",

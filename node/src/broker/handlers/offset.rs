@@ -29,7 +29,7 @@ pub(super) async fn query<D: Disk, C: Clock>(
     let min = b.store().min_offset(&h.topic, h.queue_id);
     if b.config().query_offset_zero_for_new_group
         && h.set_zero_if_not_found != Some(false)
-        && min.0 == 0
+        && min.get() == 0
     {
         return Ok(offset_response(0));
     }
@@ -62,7 +62,7 @@ pub(super) async fn max<D: Disk, C: Clock>(
 ) -> Reply {
     let h: QueueRequestHeader = req.header()?;
     let max = b.store().max_offset(&h.topic, h.queue_id);
-    Ok(offset_response(i64::try_from(max.0).unwrap_or(i64::MAX)))
+    Ok(offset_response(max.to_wire()))
 }
 
 pub(super) async fn min<D: Disk, C: Clock>(
@@ -72,7 +72,7 @@ pub(super) async fn min<D: Disk, C: Clock>(
 ) -> Reply {
     let h: QueueRequestHeader = req.header()?;
     let min = b.store().min_offset(&h.topic, h.queue_id);
-    Ok(offset_response(i64::try_from(min.0).unwrap_or(i64::MAX)))
+    Ok(offset_response(min.to_wire()))
 }
 
 pub(super) async fn search_by_time<D: Disk, C: Clock>(
@@ -84,7 +84,7 @@ pub(super) async fn search_by_time<D: Disk, C: Clock>(
     let q = b
         .store()
         .search_offset_by_time(&h.topic, h.queue_id, h.timestamp)?;
-    Ok(offset_response(i64::try_from(q.0).unwrap_or(i64::MAX)))
+    Ok(offset_response(q.to_wire()))
 }
 
 pub(super) async fn earliest_time<D: Disk, C: Clock>(

@@ -46,7 +46,11 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             b.now_ms(),
         );
     }
-    let offset = QueueOffset(u64::try_from(h.queue_offset).unwrap_or(0));
+    let Ok(offset) = QueueOffset::from_wire("queueOffset", h.queue_offset) else {
+        // As Apache: an offset below the queue's minimum is "too small",
+        // answered PULL_OFFSET_MOVED with the minimum as the next offset.
+        return Ok(below_minimum(b, &h, topic_sys_flag, group_sys_flag));
+    };
     let max = usize::try_from(h.max_msg_nums)
         .unwrap_or(1)
         .clamp(1, PULL_MESSAGES_MAX);
@@ -131,6 +135,29 @@ fn readable<D: Disk, C: Clock>(
     Ok((tc.topic_sys_flag, group.group_sys_flag))
 }
 
+/// The answer to a pull from a negative offset: moved to the minimum.
+fn below_minimum<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    h: &PullMessageRequestHeader,
+    topic_sys_flag: i32,
+    group_sys_flag: i32,
+) -> RemotingCommand {
+    let min = b.store().min_offset(&h.topic, h.queue_id);
+    let got = GetResult {
+        status: GetStatus::OffsetTooSmall,
+        messages: Vec::new(),
+        next_begin_offset: min,
+        min_offset: min,
+        max_offset: b.store().max_offset(&h.topic, h.queue_id),
+    };
+    respond(
+        response_code::PULL_OFFSET_MOVED,
+        &got,
+        topic_sys_flag,
+        group_sys_flag,
+    )
+}
+
 /// RocketMQ's mapping of store results to pull response codes.
 fn status_code(status: GetStatus, offset: QueueOffset) -> i32 {
     match status {
@@ -139,7 +166,7 @@ fn status_code(status: GetStatus, offset: QueueOffset) -> i32 {
             response_code::PULL_RETRY_IMMEDIATELY
         }
         GetStatus::NoMessageInQueue | GetStatus::NoMatchedLogicQueue => {
-            if offset.0 == 0 {
+            if offset.get() == 0 {
                 response_code::PULL_NOT_FOUND
             } else {
                 response_code::PULL_OFFSET_MOVED
@@ -162,9 +189,9 @@ fn respond(
 ) -> RemotingCommand {
     let header = PullMessageResponseHeader {
         suggest_which_broker_id: 0,
-        next_begin_offset: i64::try_from(got.next_begin_offset.0).unwrap_or(i64::MAX),
-        min_offset: i64::try_from(got.min_offset.0).unwrap_or(i64::MAX),
-        max_offset: i64::try_from(got.max_offset.0).unwrap_or(i64::MAX),
+        next_begin_offset: got.next_begin_offset.to_wire(),
+        min_offset: got.min_offset.to_wire(),
+        max_offset: got.max_offset.to_wire(),
         offset_delta: None,
         topic_sys_flag: Some(topic_sys_flag),
         group_sys_flag: Some(group_sys_flag),
@@ -270,7 +297,7 @@ mod tests {
 
     #[test]
     fn store_statuses_map_to_rocketmq_pull_codes() {
-        let q = QueueOffset;
+        let q = QueueOffset::new;
         assert_eq!(status_code(GetStatus::Found, q(3)), response_code::SUCCESS);
         assert_eq!(
             status_code(GetStatus::OffsetOverflowOne, q(3)),

@@ -23,7 +23,7 @@ pub(super) async fn view_by_id<D: Disk, C: Clock>(
     req: &RemotingCommand,
 ) -> Reply {
     let h: ViewMessageRequestHeader = req.header()?;
-    let at = CommitLogOffset(u64::try_from(h.offset).unwrap_or(u64::MAX));
+    let at = CommitLogOffset::from_wire("offset", h.offset)?;
     match b.store().read_at(at)? {
         Some(raw) => Ok(RemotingCommand::success().with_body(raw)),
         None => Err(Refusal::system_error(format!(
@@ -71,7 +71,7 @@ pub(super) async fn by_key<D: Disk, C: Clock>(
     for m in &found {
         body.extend_from_slice(m);
     }
-    let visible = b.store().visible_offset().0;
+    let visible = b.store().visible_offset().get();
     Ok(RemotingCommand::success()
         .with_header(&QueryMessageResponseHeader {
             index_last_update_timestamp: b.now_ms(),

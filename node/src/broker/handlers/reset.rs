@@ -76,11 +76,11 @@ fn reset_offsets<D: Disk, C: Clock>(
     let mut body = ResetOffsetBody::default();
     for queue_id in 0..topic.read_queue_nums {
         let target = if h.timestamp < 0 {
-            b.store().max_offset(&h.topic, queue_id).0
+            b.store().max_offset(&h.topic, queue_id).get()
         } else {
             b.store()
                 .search_offset_by_time(&h.topic, queue_id, h.timestamp)?
-                .0
+                .get()
         };
         let target = i64::try_from(target).unwrap_or(i64::MAX);
         let current = b.offsets().get(&h.topic, &h.group, queue_id);

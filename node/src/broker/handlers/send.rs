@@ -11,7 +11,7 @@ use sluice_core::message::{
     decode_batch, dlq_topic, is_retry_topic, keys, merge_batch_properties, offset_msg_id,
     validate_topic, MessageInput, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
 };
-use sluice_core::Clock;
+use sluice_core::{Clock, CommitLogOffset};
 use sluice_net::header::{SendMessageRequestHeader, SendMessageResponseHeader};
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
@@ -228,11 +228,8 @@ async fn send_one<D: Disk, C: Clock>(
         })?;
     }
     let a = b.store().put(msg, wait).await?;
-    let id = offset_msg_id(
-        b.store_host(),
-        i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
-    );
-    let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
+    let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
+    let q = a.queue_offset.to_wire();
     let stored =
         RemotingCommand::success().with_header(&SendMessageResponseHeader::new(id, queue_id, q));
     Ok(replicated(b, a.end(), wait, stored).await)
@@ -273,19 +270,18 @@ async fn send_batch<D: Disk, C: Clock>(
     let host = b.store_host();
     let ids: Vec<String> = appended
         .iter()
-        .map(|a| offset_msg_id(host, i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX)))
+        .map(|a| offset_msg_id(host, a.phys_offset.to_wire()))
         .collect();
-    let first = appended
-        .first()
-        .map_or(0, |a| i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX));
+    let first = appended.first().map_or(0, |a| a.queue_offset.to_wire());
     let stored = RemotingCommand::success().with_header(&SendMessageResponseHeader::new(
         ids.join(","),
         queue_id,
         first,
     ));
-    let end = appended
-        .last()
-        .map_or(0, sluice_core::commit_log::Appended::end);
+    let end = appended.last().map_or(
+        CommitLogOffset::default(),
+        sluice_core::commit_log::Appended::end,
+    );
     Ok(replicated(b, end, wait, stored).await)
 }
 
@@ -293,7 +289,7 @@ async fn send_batch<D: Disk, C: Clock>(
 /// and a producer that waits — once the in-sync set holds `[0, end)`.
 pub(super) async fn replicated<D: Disk, C: Clock>(
     b: &Broker<D, C>,
-    end: u64,
+    end: CommitLogOffset,
     wait: bool,
     stored: RemotingCommand,
 ) -> RemotingCommand {
@@ -303,7 +299,7 @@ pub(super) async fn replicated<D: Disk, C: Clock>(
     if !wait {
         return stored;
     }
-    let written = b.store().commit_log().written().0;
+    let written = b.store().commit_log().written();
     match ha.await_replicated(end, written).await {
         Ok(()) => stored,
         Err(e) => replica_ack_response(&e, stored),

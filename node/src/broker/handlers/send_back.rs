@@ -139,7 +139,7 @@ fn mark(
 fn load<D: Disk, C: Clock>(b: &Broker<D, C>, offset: i64) -> Result<StoredRecord, String> {
     let missing = || format!("[sluice] no message at commit-log offset {offset}");
     let phys = u64::try_from(offset).map_err(|_| missing())?;
-    let raw = match b.store().read_at(CommitLogOffset(phys)) {
+    let raw = match b.store().read_at(CommitLogOffset::new(phys)) {
         Ok(Some(raw)) => raw,
         Ok(None) => return Err(missing()),
         Err(e) => return Err(format!("[sluice] reading offset {offset}: {e}")),

@@ -59,11 +59,8 @@ pub(super) async fn send_half<D: Disk, C: Clock>(
         )
     })?;
     let a = b.store().put(msg, wait).await?;
-    let id = offset_msg_id(
-        b.store_host(),
-        i64::try_from(a.phys_offset.0).unwrap_or(i64::MAX),
-    );
-    let q = i64::try_from(a.queue_offset.0).unwrap_or(i64::MAX);
+    let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
+    let q = a.queue_offset.to_wire();
     let mut header = SendMessageResponseHeader::new(id, queue_id, q);
     header.transaction_id = transaction_id;
     let stored = RemotingCommand::success().with_header(&header);

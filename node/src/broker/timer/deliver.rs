@@ -66,7 +66,7 @@ pub(crate) async fn enqueue_batch<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result
         timers.lock().caught_up_ms = now_ms;
         return Ok(0);
     };
-    let (queue_min, queue_end) = (cq.min_offset().0, cq.max_offset().0);
+    let (queue_min, queue_end) = (cq.min_offset().get(), cq.max_offset().get());
     let from = {
         let mut g = timers.lock();
         if g.next_queue_offset > queue_end {
@@ -90,7 +90,7 @@ pub(crate) async fn enqueue_batch<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result
         g.next_queue_offset
     };
     let entries = cq
-        .entries(QueueOffset(from), ENQUEUE_BATCH_MAX)
+        .entries(QueueOffset::new(from), ENQUEUE_BATCH_MAX)
         .map_err(|e| e.to_string())?;
     let mut units = Vec::with_capacity(entries.len());
     for (q, e) in (from..).zip(&entries) {
@@ -99,7 +99,7 @@ pub(crate) async fn enqueue_batch<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result
                 // Retention removed the parked record: link a unit anyway
                 // (the queue offsets stay contiguous); its delivery finds
                 // the record gone and reports it dropped.
-                units.push((q, e.phys_offset.0, e.size, 0, None));
+                units.push((q, e.phys_offset.get(), e.size, 0, None));
                 continue;
             }
             // Not visible yet.
@@ -112,7 +112,7 @@ pub(crate) async fn enqueue_batch<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result
                 (0, None)
             }
         };
-        units.push((q, e.phys_offset.0, e.size, due_ms, topic));
+        units.push((q, e.phys_offset.get(), e.size, due_ms, topic));
     }
     let appended = units.len();
     let dirty = {
@@ -404,7 +404,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             let g = self.timers().lock();
             let file = ProgressFile {
                 dequeued_ms: g.watermark_ms(),
-                log_offset: self.store().commit_log().written().0,
+                log_offset: self.store().commit_log().written().get(),
             };
             if file.dequeued_ms <= g.persisted.dequeued_ms {
                 return;
@@ -525,7 +525,7 @@ mod tests {
             .get(
                 REAL,
                 0,
-                QueueOffset(0),
+                QueueOffset::new(0),
                 10_000,
                 1 << 24,
                 &sluice_core::store::TagsFilter::default(),

@@ -175,7 +175,7 @@ impl<D: Disk> Timers<D> {
             persisted,
             persisted_json: serde_json::to_vec(&persisted).unwrap_or_default(),
         };
-        let queue_end = store.max_offset(TIMER_TOPIC, 0).0;
+        let queue_end = store.max_offset(TIMER_TOPIC, 0).get();
         state.rebuild(store, queue_end)?;
         Ok(Self {
             state: Mutex::new(state),
@@ -308,7 +308,9 @@ fn parked_record<D: Disk, C: Clock>(
     store: &MessageStore<D, C>,
     unit: &Unit,
 ) -> Option<StoredRecord> {
-    let raw = store.read_at(CommitLogOffset(unit.phys_offset)).ok()??;
+    let raw = store
+        .read_at(CommitLogOffset::new(unit.phys_offset))
+        .ok()??;
     let rec = StoredRecord::decode(&raw).ok()?;
     let same = rec.topic == TIMER_TOPIC
         && u64::try_from(rec.queue_offset).ok() == Some(unit.queue_offset)

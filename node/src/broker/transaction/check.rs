@@ -79,7 +79,7 @@ fn claim_half<D: Disk, C: Clock>(
     };
     let raw = b
         .store()
-        .read_at(CommitLogOffset(open.commit_log_offset))
+        .read_at(CommitLogOffset::new(open.commit_log_offset))
         .map_err(|e| {
             b.transactions().release(origin, None);
             e.to_string()
@@ -144,8 +144,8 @@ async fn check_one<D: Disk, C: Clock>(
     };
     let copy = super::HalfCopy {
         origin,
-        queue_offset: appended.queue_offset.0,
-        commit_log_offset: appended.phys_offset.0,
+        queue_offset: appended.queue_offset.get(),
+        commit_log_offset: appended.phys_offset.get(),
         real_topic: open.real_topic.clone(),
         group: open.group.clone(),
         check_times: open.check_times + 1,

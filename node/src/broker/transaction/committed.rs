@@ -44,7 +44,12 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .any(|r| {
                 let half = u64::try_from(r.prepared_transaction_offset)
                     .ok()
-                    .and_then(|at| self.store().read_at(CommitLogOffset(at)).ok().flatten())
+                    .and_then(|at| {
+                        self.store()
+                            .read_at(CommitLogOffset::new(at))
+                            .ok()
+                            .flatten()
+                    })
                     .and_then(|raw| StoredRecord::decode(&raw).ok());
                 half.as_ref()
                     .and_then(|h| records::half_copy(h).ok())

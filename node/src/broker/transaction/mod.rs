@@ -137,8 +137,8 @@ impl Transactions {
         };
         if !keep {
             g.tracker = Tracker::fresh(
-                store.min_offset(HALF_TOPIC, 0).0,
-                store.min_offset(OP_HALF_TOPIC, 0).0,
+                store.min_offset(HALF_TOPIC, 0).get(),
+                store.min_offset(OP_HALF_TOPIC, 0).get(),
             );
         }
         g.verified = true;
@@ -222,20 +222,20 @@ impl Transactions {
 /// cursors are beyond the queues' ends.
 fn diverged<D: Disk, C: Clock>(store: &MessageStore<D, C>, t: &Tracker) -> bool {
     let moved = |topic: &str, (next, last): (u64, Option<u64>)| {
-        if next > store.max_offset(topic, 0).0 {
+        if next > store.max_offset(topic, 0).get() {
             return true;
         }
         let (Some(last), Some(prev)) = (last, next.checked_sub(1)) else {
             return false;
         };
-        if prev < store.min_offset(topic, 0).0 {
+        if prev < store.min_offset(topic, 0).get() {
             return false;
         }
         let Some(cq) = store.consume_queues().get(topic, 0) else {
             return true;
         };
-        match cq.entries(QueueOffset(prev), 1) {
-            Ok(e) => e.first().is_none_or(|e| e.phys_offset.0 != last),
+        match cq.entries(QueueOffset::new(prev), 1) {
+            Ok(e) => e.first().is_none_or(|e| e.phys_offset.get() != last),
             Err(_) => false,
         }
     };
@@ -255,7 +255,7 @@ fn scan_queue<D: Disk, C: Clock>(
         let got = match store.get(
             topic,
             0,
-            QueueOffset(from),
+            QueueOffset::new(from),
             CATCH_UP_BATCH_MAX,
             CATCH_UP_BYTES_MAX,
             &TagsFilter::default(),
@@ -285,11 +285,11 @@ fn scan_queue<D: Disk, C: Clock>(
             | GetStatus::NoMatchedMessage => {}
             _ => return,
         }
-        if got.next_begin_offset.0 <= from {
+        if got.next_begin_offset.get() <= from {
             return;
         }
-        skip(got.next_begin_offset.0);
-        from = got.next_begin_offset.0;
+        skip(got.next_begin_offset.get());
+        from = got.next_begin_offset.get();
     }
 }
 
