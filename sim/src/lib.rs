@@ -20,6 +20,8 @@
 //!   check that every repeated consumption has a cause.
 //! - `nemesis`: applies each `scenarios::Fault` to the running cluster
 //!   (one exhaustive match) and records it in the history.
+//! - `replica_group`: a run's controllers and replicas, and the checks of
+//!   their logs after it.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
 //! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
 //! - [`sweep`]: the seeded swarm sweep: one swarm seed judged as its
@@ -40,6 +42,7 @@ pub mod history;
 pub mod member_crash;
 mod nemesis;
 pub mod oracle;
+mod replica_group;
 pub mod routes;
 pub mod run;
 pub mod seeds;
