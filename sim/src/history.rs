@@ -6,6 +6,8 @@
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use scenarios::Fault;
+
 /// A message id: `p<producer>-<sequence>`, carried as the message body.
 pub type MessageId = String;
 
@@ -118,8 +120,8 @@ pub enum Event {
     },
     /// The harness injected a fault.
     Fault {
-        /// What it did.
-        description: String,
+        /// What it injected.
+        fault: Injected,
     },
     /// Name server `namesrv` now routes the topic's broker group to
     /// `master` (`None`: no route, or no master in it).
@@ -144,6 +146,52 @@ pub enum Event {
         /// The live master, if known.
         master: Option<String>,
     },
+}
+
+/// What the harness injected into a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Injected {
+    /// A fault of the plan, applied at its time by the nemesis.
+    Planned(Fault),
+    /// The liveness phase started `host` again: it was down when the
+    /// safety phase ended.
+    RestartForDrain {
+        /// The host.
+        host: String,
+    },
+    /// Transaction producer `producer` died right after sending the half
+    /// of `id`, as its workload decided.
+    ProducerDied {
+        /// The producer.
+        producer: u32,
+        /// The half it sent last.
+        id: MessageId,
+    },
+}
+
+impl std::fmt::Display for Injected {
+    /// The readable form printed histories show.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Planned(fault) => write!(f, "{fault:?}"),
+            Self::RestartForDrain { host } => write!(f, "restart {host} for the drain"),
+            Self::ProducerDied { producer, id } => {
+                write!(f, "producer {producer} dies right after the half of {id}")
+            }
+        }
+    }
+}
+
+impl Event {
+    /// The planned fault this event records, if it records one.
+    pub fn planned_fault(&self) -> Option<Fault> {
+        match self {
+            Self::Fault {
+                fault: Injected::Planned(fault),
+            } => Some(*fault),
+            _ => None,
+        }
+    }
 }
 
 /// An event at a simulated time.
@@ -214,7 +262,7 @@ mod tests {
         Entry {
             at_ms,
             event: Event::Fault {
-                description: "crash".into(),
+                fault: Injected::Planned(Fault::RestartBroker),
             },
         }
     }
@@ -232,8 +280,26 @@ mod tests {
     fn record_outside_a_host_is_stamped_zero() {
         let h = History::default();
         h.record(Event::Fault {
-            description: "x".into(),
+            fault: Injected::Planned(Fault::RestartBroker),
         });
         assert_eq!(h.entries()[0].at_ms, 0);
+        assert_eq!(h.events()[0].planned_fault(), Some(Fault::RestartBroker));
+    }
+
+    #[test]
+    fn injected_faults_read_as_before_in_printed_histories() {
+        let planned = Injected::Planned(Fault::CrashBroker { power_loss: true });
+        assert_eq!(planned.to_string(), "CrashBroker { power_loss: true }");
+        let drain = Injected::RestartForDrain {
+            host: "broker".into(),
+        };
+        assert_eq!(drain.to_string(), "restart broker for the drain");
+        let died = Event::Fault {
+            fault: Injected::ProducerDied {
+                producer: 1,
+                id: "p1-7".into(),
+            },
+        };
+        assert_eq!(died.planned_fault(), None);
     }
 }

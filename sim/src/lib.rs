@@ -15,10 +15,13 @@
 //!   recording the history.
 //! - [`group`]: a clustering push-consumer group (one member per host) and
 //!   the monitor of its committed offsets.
-//! - [`routes`]: several name servers, the faults that cut brokers or
-//!   producers off from one, and the watcher of their routes.
+//! - [`routes`]: several name servers and the watcher of their routes.
 //! - [`member_crash`]: group members that join late or crash, and the
 //!   check that every repeated consumption has a cause.
+//! - `nemesis`: applies each `scenarios::Fault` to the running cluster
+//!   (one exhaustive match) and records it in the history.
+//! - `replica_group`: a run's controllers and replicas, and the checks of
+//!   their logs after it.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
 //! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
 //! - [`sweep`]: the seeded swarm sweep: one swarm seed judged as its
@@ -37,7 +40,9 @@ pub mod group;
 pub mod harness;
 pub mod history;
 pub mod member_crash;
+mod nemesis;
 pub mod oracle;
+mod replica_group;
 pub mod routes;
 pub mod run;
 pub mod seeds;

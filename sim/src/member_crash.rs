@@ -1,12 +1,13 @@
 //! Consumer-group members that join late, crash or restart: a member the
 //! plan crashes runs as a turmoil host (only hosts can crash), one that
-//! joins late starts when its `JoinMember` fault fires. A crashed member
-//! owns nothing until a `RestartMember` starts its host again. The
-//! duplicate check: a message the group consumed twice must be explained —
-//! the member that consumed it first crashed between the two, or lost the
-//! message's queue in a rebalance in between (or just after: members
-//! rebalance independently); anything else (two owners consuming one queue
-//! at once, a member repeating what it had committed) is a violation.
+//! joins late starts when its `JoinMember` fault fires (the nemesis applies
+//! these faults). A crashed member owns nothing until a `RestartMember`
+//! starts its host again. The duplicate check: a message the group
+//! consumed twice must be explained — the member that consumed it first
+//! crashed between the two, or lost the message's queue in a rebalance in
+//! between (or just after: members rebalance independently); anything else
+//! (two owners consuming one queue at once, a member repeating what it had
+//! committed) is a violation.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -50,43 +51,6 @@ pub fn start_member(
             member_host(m),
             member(m, Rc::clone(progress), history.clone(), lossy),
         );
-    }
-}
-
-/// Applies `JoinMember` (starts the member), `CrashMember` (crashes its
-/// host; from `now_ms` on it owns nothing, which the history records) or
-/// `RestartMember` (starts a crashed member's host again: the same
-/// software, so the same client id, from nothing but the broker's state).
-pub fn apply_fault(
-    sim: &mut turmoil::Sim<'_>,
-    plan: &Plan,
-    fault: Fault,
-    now_ms: u64,
-    progress: &Rc<GroupProgress>,
-    history: &History,
-) {
-    match fault {
-        Fault::JoinMember { member } => start_member(sim, plan, member, progress, history, true),
-        Fault::CrashMember { member } => {
-            if !progress.crashed.borrow_mut().insert(member) {
-                return;
-            }
-            sim.crash(member_host(member));
-            progress.owned.borrow_mut().remove(&member);
-            progress.owned_changed_ms.set(now_ms);
-            history.record_at(
-                now_ms,
-                Event::Rebalanced {
-                    member,
-                    queues: Vec::new(),
-                },
-            );
-        }
-        // A shrunk plan may restart a member it never crashed: ignored.
-        Fault::RestartMember { member } if progress.crashed.borrow_mut().remove(&member) => {
-            sim.bounce(member_host(member));
-        }
-        _ => {}
     }
 }
 

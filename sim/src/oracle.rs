@@ -7,6 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use scenarios::Fault;
+
 use crate::history::{Event, MessageId};
 
 mod group;
@@ -285,7 +287,8 @@ pub fn check(events: &[Event], config: OracleConfig) -> Verdict {
     // schedule progress (at-least-once, documented).
     let crashed = events
         .iter()
-        .any(|e| matches!(e, Event::Fault { description } if description.starts_with("Crash")));
+        .filter_map(Event::planned_fault)
+        .any(Fault::crashes_a_host);
     violations.extend(check_reads(&sends, &reads, crashed));
     if config.acked_must_survive {
         violations.extend(check_acks(&sends, &ack_order, &positions, &reads));

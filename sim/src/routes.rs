@@ -1,7 +1,7 @@
 //! Two or more name servers: their hosts (with a short broker expiry, so a
-//! cut-off broker's registration really expires within a run), the faults
-//! that cut brokers or producers off from one of them, and the route
-//! watcher. The watcher records what every name server routes for the
+//! cut-off broker's registration really expires within a run; the faults
+//! that cut brokers or producers off from one are the nemesis's), and the
+//! route watcher. The watcher records what every name server routes for the
 //! topic and, once the run has settled, waits at most
 //! [`ROUTES_CONVERGE_MAX`] until every one routes the live master — the
 //! first broker, or the master the controller elected.
@@ -20,12 +20,11 @@ use sluice_node::namesrv::NameServerConfig;
 use crate::client::{client_of, SimClient};
 use crate::group::GroupProgress;
 use crate::harness::{
-    add_namesrv, add_namesrv_host, broker_addr, controller_addrs, namesrv_addrs, namesrv_host,
-    replica_host, BROKER, BROKER_NAME,
+    add_namesrv, add_namesrv_host, broker_addr, controller_addrs, namesrv_addrs, BROKER,
+    BROKER_NAME,
 };
 use crate::history::{Entry, Event, History};
 use crate::oracle::Violation;
-use crate::run::producer_host;
 use crate::workload::TOPIC;
 
 /// With several name servers, a broker silent this long is dropped.
@@ -64,38 +63,6 @@ pub fn add_namesrvs(sim: &mut turmoil::Sim<'_>, plan: &Plan, broker: &mut Broker
     }
     broker.namesrv_addrs = namesrv_addrs(count);
     broker.register_interval_ms = REGISTER_INTERVAL_MS;
-}
-
-/// Host of broker `broker`: 0 is the first broker, `i + 1` replica `i`.
-fn broker_host(broker: u32) -> String {
-    match broker.checked_sub(1) {
-        None => BROKER.to_owned(),
-        Some(replica) => replica_host(replica),
-    }
-}
-
-/// Applies a name-server fault; any other fault is not this module's.
-pub fn apply_fault(sim: &mut turmoil::Sim<'_>, plan: &Plan, fault: Fault) {
-    let producers = 0..plan.workload.producers;
-    match fault {
-        Fault::PartitionBrokerFromNamesrv { broker, namesrv } => {
-            sim.partition(broker_host(broker), namesrv_host(namesrv));
-        }
-        Fault::RepairBrokerFromNamesrv { broker, namesrv } => {
-            sim.repair(broker_host(broker), namesrv_host(namesrv));
-        }
-        Fault::PartitionClientsFromNamesrv { namesrv } => {
-            for p in producers {
-                sim.partition(producer_host(p), namesrv_host(namesrv));
-            }
-        }
-        Fault::RepairClientsFromNamesrv { namesrv } => {
-            for p in producers {
-                sim.repair(producer_host(p), namesrv_host(namesrv));
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Starts the route watcher when the plan runs several name servers.

@@ -11,20 +11,16 @@ use std::sync::{Mutex, PoisonError};
 use rand::Rng;
 use scenarios::{substream, Deferral, Fault, Plan, Salt};
 use sluice_core::buggify::SiteReport;
-use sluice_core::disk::{Disk as _, SimDisk, SimDiskConfig, SimDiskStats};
+use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
 use crate::clock::Skew;
-use crate::group::{member_host, monitor, GroupProgress, MONITOR};
-use crate::harness::{
-    add_broker, add_broker_host_after, add_controller, broker_config, builder, controller_host,
-    crash_broker, replica_host, replication_config, slow_syncs, slower_syncs, BROKER, HA_PORT,
-};
-use crate::history::{trace_hash, Entry, Event, History};
-use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
-use crate::oracle::{
-    check, check_group, early_deliveries, GroupBounds, OracleConfig, Verdict, Violation,
-};
+use crate::group::{monitor, GroupProgress, MONITOR};
+use crate::harness::{add_broker, broker_config, builder, replica_host, slow_syncs, BROKER};
+use crate::history::{trace_hash, Entry, Event, History, Injected};
+use crate::nemesis::{self, Cluster};
+use crate::oracle::{check, check_group, early_deliveries, GroupBounds, OracleConfig, Verdict};
+use crate::replica_group::{add_controllers, add_replicas, replica_violations};
 use crate::transactions::produce_transactions;
 use crate::workload::{drain, long_poll, produce};
 
@@ -141,14 +137,17 @@ pub fn run_plan(
     let broker_skew = Skew::new(plan.broker_skew_ms);
     add_broker(&mut sim, &disk, &config, &broker_skew);
     let progress = start_clients(&mut sim, plan, &history);
-    let disks = Disks {
-        broker: &disk,
+    let cluster = Cluster {
+        plan,
+        broker_disk: &disk,
         broker_skew: &broker_skew,
         replica_skews: &replica_skews,
-        replicas: &replicas,
-        controllers: &controllers,
+        replica_disks: &replicas,
+        controller_disks: &controllers,
+        history: &history,
+        progress: &progress,
     };
-    safety_phase(&mut sim, plan, &disks, &history, &progress)?;
+    safety_phase(&mut sim, &cluster)?;
     // A plan shrunk to a fill without its free must still drain.
     disk.set_full(false);
     liveness_phase(&mut sim, plan, replicas.len(), &history)?;
@@ -214,16 +213,13 @@ fn liveness_phase(
 ) -> Result<(), String> {
     if !sim.is_host_running(BROKER) {
         sim.bounce(BROKER);
-        history.record_at(now_ms(sim), fault_event("restart broker for the drain"));
+        history.record_at(now_ms(sim), restart_for_drain(BROKER));
     }
     for i in 0..replicas {
         let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
         if !sim.is_host_running(host.as_str()) {
             sim.bounce(host.as_str());
-            history.record_at(
-                now_ms(sim),
-                fault_event(&format!("restart {host} for the drain")),
-            );
+            history.record_at(now_ms(sim), restart_for_drain(&host));
         }
     }
     sim.client(
@@ -354,166 +350,23 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
     progress
 }
 
-/// Steps until every client finished and every planned fault was applied.
-/// A consumer group runs on until its monitor sees it caught up, which it
-/// only looks for once `progress` says the faults are all applied.
-/// The disks and wall-clock skews of a run's hosts, which outlive them.
-struct Disks<'a> {
-    broker: &'a SimDisk,
-    broker_skew: &'a Skew,
-    replica_skews: &'a [Skew],
-    replicas: &'a [SimDisk],
-    controllers: &'a [SimDisk],
-}
-
-fn safety_phase(
-    sim: &mut turmoil::Sim<'_>,
-    plan: &Plan,
-    disks: &Disks<'_>,
-    history: &History,
-    progress: &Rc<GroupProgress>,
-) -> Result<(), String> {
-    let mut faults = plan.faults.iter().peekable();
+/// Steps until every client finished and every planned fault was applied
+/// (by the nemesis, each at its time). A consumer group runs on until its
+/// monitor sees it caught up, which it only looks for once `progress` says
+/// the faults are all applied.
+fn safety_phase(sim: &mut turmoil::Sim<'_>, cluster: &Cluster<'_>) -> Result<(), String> {
+    let mut faults = cluster.plan.faults.iter().peekable();
     loop {
         let now = now_ms(sim);
         while let Some(f) = faults.next_if(|f| f.at_ms <= now) {
-            match f.fault {
-                Fault::CrashBroker { power_loss } => {
-                    crash_broker(sim);
-                    if power_loss {
-                        disks.broker.power_loss();
-                    } else {
-                        disks.broker.process_crash();
-                    }
-                }
-                Fault::RestartBroker => sim.bounce(BROKER),
-                Fault::FailNextSync => disks.broker.fail_next_sync(),
-                Fault::HoldProducers => each_producer(plan, |p| sim.hold(BROKER, p)),
-                Fault::ReleaseProducers => each_producer(plan, |p| sim.release(BROKER, p)),
-                Fault::PartitionProducers => each_producer(plan, |p| sim.partition(BROKER, p)),
-                Fault::RepairProducers => each_producer(plan, |p| sim.repair(BROKER, p)),
-                Fault::PartitionConsumers => each_consumer(plan, |c| sim.partition(BROKER, c)),
-                Fault::RepairConsumers => each_consumer(plan, |c| sim.repair(BROKER, c)),
-                Fault::PartitionMember { member } => sim.partition(BROKER, member_host(member)),
-                Fault::RepairMember { member } => sim.repair(BROKER, member_host(member)),
-                Fault::PartitionReplica { replica } => {
-                    sim.partition(BROKER, replica_host(replica));
-                }
-                Fault::RepairReplica { replica } => sim.repair(BROKER, replica_host(replica)),
-                Fault::CrashReplica {
-                    replica,
-                    power_loss,
-                } => {
-                    sim.crash(replica_host(replica));
-                    if let Some(d) = usize::try_from(replica)
-                        .ok()
-                        .and_then(|i| disks.replicas.get(i))
-                    {
-                        if power_loss {
-                            d.power_loss();
-                        } else {
-                            d.process_crash();
-                        }
-                    }
-                }
-                Fault::RestartReplica { replica } => sim.bounce(replica_host(replica)),
-                Fault::CrashController { controller } => {
-                    sim.crash(controller_host(controller));
-                    if let Some(d) = usize::try_from(controller)
-                        .ok()
-                        .and_then(|i| disks.controllers.get(i))
-                    {
-                        d.power_loss();
-                    }
-                }
-                Fault::RestartController { controller } => sim.bounce(controller_host(controller)),
-                Fault::IsolateBroker => each_peer(disks, |peer| sim.partition(BROKER, peer)),
-                Fault::RejoinBroker => each_peer(disks, |peer| sim.repair(BROKER, peer)),
-                Fault::StepBrokerClock { by_ms } => disks.broker_skew.step(by_ms),
-                fault @ (Fault::SlowBrokerDisk { .. }
-                | Fault::HealBrokerDisk
-                | Fault::FillBrokerDisk
-                | Fault::FreeBrokerDisk
-                | Fault::FailBrokerReads { .. }
-                | Fault::LoseConsumeQueues { .. }) => apply_disk_fault(sim, disks.broker, fault),
-                Fault::CutResponsesToProducers => {
-                    each_producer(plan, |p| sim.partition_oneway(BROKER, p));
-                }
-                Fault::RestoreResponsesToProducers => {
-                    each_producer(plan, |p| sim.repair_oneway(BROKER, p));
-                }
-                fault @ (Fault::PartitionBrokerFromNamesrv { .. }
-                | Fault::RepairBrokerFromNamesrv { .. }
-                | Fault::PartitionClientsFromNamesrv { .. }
-                | Fault::RepairClientsFromNamesrv { .. }) => {
-                    crate::routes::apply_fault(sim, plan, fault);
-                }
-                Fault::StepReplicaClock { replica, by_ms } => {
-                    if let Some(skew) = usize::try_from(replica)
-                        .ok()
-                        .and_then(|i| disks.replica_skews.get(i))
-                    {
-                        skew.step(by_ms);
-                    }
-                }
-                fault @ (Fault::JoinMember { .. }
-                | Fault::CrashMember { .. }
-                | Fault::RestartMember { .. }) => {
-                    crate::member_crash::apply_fault(sim, plan, fault, now, progress, history);
-                }
-            }
-            history.record_at(now, fault_event(&format!("{:?}", f.fault)));
+            nemesis::inject(sim, cluster, f.fault, now);
         }
         if faults.peek().is_none() {
-            progress.faults_applied.set(true);
+            cluster.progress.faults_applied.set(true);
         }
         let clients_done = sim.step().map_err(|e| format!("safety phase: {e}"))?;
         if clients_done && faults.peek().is_none() {
             return Ok(());
-        }
-    }
-}
-
-/// Applies a fault of the broker's disk: slow syncs, a full device, failing
-/// reads, lost ConsumeQueue files.
-fn apply_disk_fault(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, fault: Fault) {
-    match fault {
-        Fault::SlowBrokerDisk { sync_ms } => slower_syncs(disk, sync_ms),
-        Fault::HealBrokerDisk => slow_syncs(disk),
-        Fault::FillBrokerDisk => disk.set_full(true),
-        Fault::FreeBrokerDisk => disk.set_full(false),
-        Fault::FailBrokerReads { count } => disk.fail_reads_under(COMMIT_LOG_DIR, count),
-        Fault::LoseConsumeQueues { first_only } => lose_consume_queues(sim, disk, first_only),
-        _ => {}
-    }
-}
-
-/// The broker's CommitLog, ConsumeQueue and index directories on its disk
-/// (under the store root of [`broker_config`]).
-const COMMIT_LOG_DIR: &str = "store/commitlog";
-const CONSUME_QUEUE_DIR: &str = "store/consumequeue";
-const INDEX_DIR: &str = "store/index";
-
-/// Deletes the broker's ConsumeQueue and index files, or only the first
-/// file of each ConsumeQueue — only while it is down (a running broker's
-/// open files are not pulled from under it); the disk counts what was lost.
-fn lose_consume_queues(sim: &mut turmoil::Sim<'_>, disk: &SimDisk, first_only: bool) {
-    if sim.is_host_running(BROKER) {
-        return;
-    }
-    if !first_only {
-        disk.remove_under(CONSUME_QUEUE_DIR);
-        disk.remove_under(INDEX_DIR);
-        return;
-    }
-    let list = |dir: &str| disk.list(dir).unwrap_or_default();
-    for topic in list(CONSUME_QUEUE_DIR) {
-        let topic_dir = format!("{CONSUME_QUEUE_DIR}/{topic}");
-        for queue in list(&topic_dir) {
-            let queue_dir = format!("{topic_dir}/{queue}");
-            if let Some(first) = list(&queue_dir).first() {
-                disk.remove_under(&format!("{queue_dir}/{first}"));
-            }
         }
     }
 }
@@ -528,205 +381,17 @@ fn tiny_files(store: &mut sluice_core::StoreConfig) {
     store.index_entries = 4;
 }
 
-/// Every replica and controller host: the first broker's peers.
-fn each_peer(disks: &Disks<'_>, mut f: impl FnMut(String)) {
-    for i in 0..disks.replicas.len() {
-        f(replica_host(u32::try_from(i).unwrap_or(u32::MAX)));
-    }
-    for i in 0..disks.controllers.len() {
-        f(controller_host(u32::try_from(i).unwrap_or(u32::MAX)));
-    }
-}
-
-/// Starts the plan's controllers, each on its own disk; returns the disks.
-fn add_controllers(sim: &mut turmoil::Sim<'_>, plan: &Plan) -> Vec<SimDisk> {
-    let count = plan.replication.map_or(0, |r| r.controllers);
-    let mut seeds = substream(plan.seed, Salt::Disk);
-    // The broker's and the replicas' disks take the stream's first values.
-    for _ in 0..4 {
-        let _: u64 = seeds.random();
-    }
-    (0..count)
-        .map(|i| {
-            let disk = SimDisk::new(seeds.random());
-            add_controller(sim, i, count, &disk);
-            disk
-        })
-        .collect()
-}
-
-/// With controllers, replicas start this late (see `add_replicas`).
-const REPLICA_START_DELAY: std::time::Duration = std::time::Duration::from_millis(2_500);
-
 /// How long replicas get, after the drain, to fetch what is left.
 const REPLICAS_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// Adds the plan's replicas (each on its own disk) and makes `config` the
-/// master's: broker id 0 of a replicated group. Returns the replicas' disks.
-fn add_replicas(
-    sim: &mut turmoil::Sim<'_>,
-    plan: &Plan,
-    config: &mut sluice_node::broker::BrokerConfig,
-    skews: &[Skew],
-) -> Vec<SimDisk> {
-    let Some(set) = plan.replication else {
-        return Vec::new();
-    };
-    let mut master = replication_config(set.sync, None, set.controllers);
-    master.mutant_trust_claimed_offset = set.trust_claimed_offset;
-    // With controllers every broker needs an id of 1 or more; with fixed
-    // roles id 0 is the master.
-    let first_id = i64::from(set.controllers > 0);
-    config.broker_id = first_id;
-    config.replication = Some(master);
-    let mut seeds = substream(plan.seed, Salt::Disk);
-    let _master_disk_seed: u64 = seeds.random();
-    (0..set.replicas)
-        .map(|i| {
-            let disk = SimDisk::with_config(
-                seeds.random(),
-                SimDiskConfig {
-                    garbage_sectors: plan.garbage_sectors,
-                    ..SimDiskConfig::default()
-                },
-            );
-            slow_syncs(&disk);
-            let mut rc = config.clone();
-            rc.broker_id = first_id + i64::from(i) + 1;
-            let master_ha = (set.controllers == 0).then(|| format!("{BROKER}:{HA_PORT}"));
-            let mut replica = replication_config(set.sync, master_ha, set.controllers);
-            replica.mutant_trust_claimed_offset = set.trust_claimed_offset;
-            rc.replication = Some(replica);
-            // With controllers the first broker to heartbeat is the first
-            // master: replicas start once the controllers have elected it.
-            let delay = if set.controllers > 0 {
-                REPLICA_START_DELAY
-            } else {
-                std::time::Duration::ZERO
-            };
-            add_broker_host_after(
-                sim,
-                &replica_host(i),
-                &disk,
-                &rc,
-                &skews[usize::try_from(i).unwrap_or(usize::MAX)],
-                delay,
-            );
-            disk
-        })
-        .collect()
-}
-
-/// With replicas: the logs must agree and be caught up, and a SYNC master
-/// with one replica must not acknowledge while it is cut off.
-fn replica_violations(
-    plan: &Plan,
-    disk: &SimDisk,
-    replicas: &[SimDisk],
-    config: &sluice_node::broker::BrokerConfig,
-    entries: &[Entry],
-) -> Result<Vec<Violation>, String> {
-    let Some(set) = plan.replication else {
-        return Ok(Vec::new());
-    };
-    let mut logs = vec![log_image(BROKER, disk, config)?];
-    for (i, d) in replicas.iter().enumerate() {
-        let host = replica_host(u32::try_from(i).unwrap_or(u32::MAX));
-        logs.push(log_image(&host, d, config)?);
-    }
-    let mut found = check_agreement(&logs);
-    found.extend(check_caught_up(&logs));
-    if set.sync && set.replicas == 1 {
-        found.extend(acks_without_replica(entries, &replica_cuts(plan)));
-    }
-    Ok(found.into_iter().map(Violation::Replica).collect())
-}
-
-/// The windows during which the first replica was cut off from the master.
-fn replica_cuts(plan: &Plan) -> Vec<(u64, u64)> {
-    let mut cuts = Vec::new();
-    let mut open = None;
-    for f in &plan.faults {
-        match f.fault {
-            Fault::PartitionReplica { replica: 0 } => open = open.or(Some(f.at_ms)),
-            Fault::RepairReplica { replica: 0 } => {
-                if let Some(start) = open.take() {
-                    cuts.push((start, f.at_ms));
-                }
-            }
-            _ => {}
-        }
-    }
-    cuts
-}
-
-/// The CommitLog `disk` holds, recovered as a replica would open it (no
-/// pad of its own), read whole.
-fn log_image(
-    host: &str,
-    disk: &SimDisk,
-    config: &sluice_node::broker::BrokerConfig,
-) -> Result<LogImage, String> {
-    disk.set_sync_delay(None);
-    let store_config = sluice_core::StoreConfig {
-        replicated: true,
-        ..config.store.clone()
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let store = sluice_core::MessageStore::open(
-            disk.clone(),
-            crate::clock::SimClock::new(0),
-            store_config,
-        )
-        .await
-        .map_err(|e| format!("{host}: cannot open the store after the run: {e}"))?;
-        let log = store.commit_log();
-        let start = log.min_offset();
-        let mut bytes = Vec::new();
-        let mut at = start;
-        loop {
-            let chunk = log
-                .read_units(at, 1 << 20)
-                .map_err(|e| format!("{host}: cannot read the log at {}: {e}", at.get()))?;
-            if chunk.is_empty() {
-                break;
-            }
-            at = at.plus(chunk.len() as u64);
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(LogImage {
-            host: host.to_owned(),
-            start: start.get(),
-            bytes,
-        })
-    })
-}
 
 /// Host name of producer `p`.
 pub(crate) fn producer_host(p: u32) -> String {
     format!("producer{p}")
 }
 
-fn each_producer(plan: &Plan, mut f: impl FnMut(String)) {
-    for p in 0..plan.workload.producers {
-        f(producer_host(p));
-    }
-}
-
 /// Host name of the consumer of queue `q`.
-fn consumer_host(q: i32) -> String {
+pub(crate) fn consumer_host(q: i32) -> String {
     format!("consumer{q}")
-}
-
-fn each_consumer(plan: &Plan, mut f: impl FnMut(String)) {
-    if plan.workload.long_poll_consumers {
-        for q in 0..plan.workload.queues {
-            f(consumer_host(q));
-        }
-    }
 }
 
 /// The group checks' view of `plan`: its queues, the broker's outages
@@ -781,9 +446,13 @@ fn forward_steps_ms(plan: &Plan) -> u64 {
         .sum()
 }
 
-fn fault_event(description: &str) -> Event {
+/// The liveness phase started `host` again: it was down when the safety
+/// phase ended.
+fn restart_for_drain(host: &str) -> Event {
     Event::Fault {
-        description: description.to_owned(),
+        fault: Injected::RestartForDrain {
+            host: host.to_owned(),
+        },
     }
 }
 
@@ -815,7 +484,10 @@ impl RunReport {
     #[expect(clippy::print_stdout, reason = "the readable trace of a replayed seed")]
     pub fn print_trace(&self) {
         for e in &self.entries {
-            println!("{:>7} ms  {:?}", e.at_ms, e.event);
+            match &e.event {
+                Event::Fault { fault } => println!("{:>7} ms  fault: {fault}", e.at_ms),
+                event => println!("{:>7} ms  {event:?}", e.at_ms),
+            }
         }
         println!(
             "{}",

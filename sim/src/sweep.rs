@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use scenarios::swarm::FAMILIES;
+pub use scenarios::FaultClass;
 use scenarios::{Family, Fault, Flush, Plan, SwarmRun};
 use sluice_core::FlushMode;
 
@@ -21,172 +22,6 @@ use crate::workload::LONG_POLL_HOLD;
 /// A connected long-polling consumer gets a new message this fast (as in
 /// the `long_poll_across_partition` scenario).
 const DELIVERY_MS_MAX: u64 = 500;
-
-/// A kind of fault, counted when it actually fired in a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FaultClass {
-    /// The broker crashed and lost its page cache.
-    BrokerPowerLoss,
-    /// The broker process crashed; the page cache survived.
-    BrokerProcessCrash,
-    /// A power loss tore a dirty page of the broker's disk (per sector).
-    TornPages,
-    /// A power loss lost a dirty page of the broker's disk.
-    LostPages,
-    /// A power loss left garbage sectors on the broker's disk.
-    GarbagePages,
-    /// A sync of the broker's disk failed with EIO.
-    SyncEio,
-    /// A replica was cut off from the first broker.
-    ReplicaPartition,
-    /// A replica crashed.
-    ReplicaCrash,
-    /// A controller crashed.
-    ControllerCrash,
-    /// The first broker was cut off from its replicas and controllers.
-    MasterIsolation,
-    /// The producers' messages were held and delivered late.
-    ProducerHold,
-    /// The producers were cut off from the broker.
-    ProducerPartition,
-    /// The long-polling consumers were cut off from the broker.
-    ConsumerPartition,
-    /// A consumer-group member was cut off from the broker.
-    MemberPartition,
-    /// The broker's wall clock was stepped forward or back.
-    ClockStep,
-    /// A BUGGIFY fault point of the production code fired.
-    Buggify,
-    /// The broker's disk synced slowly for a while.
-    SlowDisk,
-    /// The broker's answers to the producers were dropped (one way).
-    ProducerOneWayPartition,
-    /// The broker's disk refused to create a file for lack of space.
-    DiskFull,
-    /// A read of the broker's CommitLog failed with EIO.
-    ReadEio,
-    /// The broker's ConsumeQueue and index files were deleted while down.
-    ConsumeQueueLost,
-    /// A broker was cut off from a name server.
-    NamesrvBrokerPartition,
-    /// The producers were cut off from a name server.
-    NamesrvClientPartition,
-    /// A consumer-group member's host crashed.
-    MemberCrash,
-    /// A replica's wall clock was stepped forward or back.
-    ReplicaClockStep,
-}
-
-impl FaultClass {
-    /// Every class, in report order.
-    pub const ALL: [Self; 25] = [
-        Self::BrokerPowerLoss,
-        Self::BrokerProcessCrash,
-        Self::TornPages,
-        Self::LostPages,
-        Self::GarbagePages,
-        Self::SyncEio,
-        Self::ReplicaPartition,
-        Self::ReplicaCrash,
-        Self::ControllerCrash,
-        Self::MasterIsolation,
-        Self::ProducerHold,
-        Self::ProducerPartition,
-        Self::ConsumerPartition,
-        Self::MemberPartition,
-        Self::ClockStep,
-        Self::Buggify,
-        Self::SlowDisk,
-        Self::ProducerOneWayPartition,
-        Self::DiskFull,
-        Self::ReadEio,
-        Self::ConsumeQueueLost,
-        Self::NamesrvBrokerPartition,
-        Self::NamesrvClientPartition,
-        Self::MemberCrash,
-        Self::ReplicaClockStep,
-    ];
-
-    /// The class's name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::BrokerPowerLoss => "broker_power_loss",
-            Self::BrokerProcessCrash => "broker_process_crash",
-            Self::TornPages => "torn_pages",
-            Self::LostPages => "lost_pages",
-            Self::GarbagePages => "garbage_pages",
-            Self::SyncEio => "sync_eio",
-            Self::ReplicaPartition => "replica_partition",
-            Self::ReplicaCrash => "replica_crash",
-            Self::ControllerCrash => "controller_crash",
-            Self::MasterIsolation => "master_isolation",
-            Self::ProducerHold => "producer_hold",
-            Self::ProducerPartition => "producer_partition",
-            Self::ConsumerPartition => "consumer_partition",
-            Self::MemberPartition => "member_partition",
-            Self::ClockStep => "clock_step",
-            Self::Buggify => "buggify",
-            Self::SlowDisk => "slow_disk",
-            Self::ProducerOneWayPartition => "producer_one_way_partition",
-            Self::DiskFull => "disk_full",
-            Self::ReadEio => "read_eio",
-            Self::ConsumeQueueLost => "consume_queue_lost",
-            Self::NamesrvBrokerPartition => "namesrv_broker_partition",
-            Self::NamesrvClientPartition => "namesrv_client_partition",
-            Self::MemberCrash => "member_crash",
-            Self::ReplicaClockStep => "replica_clock_step",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    /// The class a fault starts, if it starts one (a heal or a restart
-    /// does not; an armed sync failure counts once the disk reports it).
-    fn of(fault: Fault) -> Option<Self> {
-        match fault {
-            Fault::CrashBroker { power_loss: true } => Some(Self::BrokerPowerLoss),
-            Fault::CrashBroker { power_loss: false } => Some(Self::BrokerProcessCrash),
-            Fault::HoldProducers => Some(Self::ProducerHold),
-            Fault::PartitionProducers => Some(Self::ProducerPartition),
-            Fault::PartitionConsumers => Some(Self::ConsumerPartition),
-            Fault::PartitionMember { .. } => Some(Self::MemberPartition),
-            Fault::PartitionReplica { .. } => Some(Self::ReplicaPartition),
-            Fault::CrashReplica { .. } => Some(Self::ReplicaCrash),
-            Fault::CrashController { .. } => Some(Self::ControllerCrash),
-            Fault::IsolateBroker => Some(Self::MasterIsolation),
-            Fault::StepBrokerClock { .. } => Some(Self::ClockStep),
-            Fault::SlowBrokerDisk { .. } => Some(Self::SlowDisk),
-            Fault::CutResponsesToProducers => Some(Self::ProducerOneWayPartition),
-            Fault::PartitionBrokerFromNamesrv { .. } => Some(Self::NamesrvBrokerPartition),
-            Fault::PartitionClientsFromNamesrv { .. } => Some(Self::NamesrvClientPartition),
-            Fault::CrashMember { .. } => Some(Self::MemberCrash),
-            Fault::StepReplicaClock { .. } => Some(Self::ReplicaClockStep),
-            Fault::RestartBroker
-            | Fault::FailNextSync
-            | Fault::ReleaseProducers
-            | Fault::RepairProducers
-            | Fault::RepairConsumers
-            | Fault::RepairMember { .. }
-            | Fault::RepairReplica { .. }
-            | Fault::RestartReplica { .. }
-            | Fault::RestartController { .. }
-            | Fault::RejoinBroker
-            | Fault::HealBrokerDisk
-            | Fault::RestoreResponsesToProducers
-            // These count once the disk reports that they happened.
-            | Fault::FillBrokerDisk
-            | Fault::FreeBrokerDisk
-            | Fault::FailBrokerReads { .. }
-            | Fault::LoseConsumeQueues { .. }
-            | Fault::RepairBrokerFromNamesrv { .. }
-            | Fault::RepairClientsFromNamesrv { .. }
-            | Fault::JoinMember { .. }
-            | Fault::RestartMember { .. } => None,
-        }
-    }
-}
 
 /// What one seed's run came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -333,7 +168,7 @@ fn first_at(plan: &Plan, wanted: impl Fn(&Fault) -> bool) -> Option<u64> {
 /// The fault classes that fired: the plan's faults the history records as
 /// injected, and what the broker disk's counters say happened to it.
 pub fn fired_classes(report: &RunReport) -> BTreeSet<FaultClass> {
-    injected_classes(&report.plan, &report.entries)
+    injected_classes(&report.entries)
         .into_iter()
         .chain(
             [
@@ -356,20 +191,12 @@ pub fn fired_classes(report: &RunReport) -> BTreeSet<FaultClass> {
         .collect()
 }
 
-/// The classes of the plan's faults that the history records as injected
-/// (the harness records each fault's debug form when it applies it).
-fn injected_classes(plan: &Plan, entries: &[Entry]) -> BTreeSet<FaultClass> {
-    let injected: BTreeSet<&str> = entries
+/// The classes of the planned faults the history records as injected.
+fn injected_classes(entries: &[Entry]) -> BTreeSet<FaultClass> {
+    entries
         .iter()
-        .filter_map(|e| match &e.event {
-            Event::Fault { description } => Some(description.as_str()),
-            _ => None,
-        })
-        .collect();
-    plan.faults
-        .iter()
-        .filter(|f| injected.contains(format!("{:?}", f.fault).as_str()))
-        .filter_map(|f| FaultClass::of(f.fault))
+        .filter_map(|e| e.event.planned_fault())
+        .filter_map(Fault::class)
         .collect()
 }
 
@@ -477,7 +304,7 @@ impl SweepSummary {
                     words.next()?.parse::<u64>().ok()?;
             }
             "fired" => {
-                let class = FaultClass::from_name(words.next()?)?;
+                let class = FaultClass::named(words.next()?)?;
                 *self.fired.entry(class).or_default() += words.next()?.parse::<u64>().ok()?;
             }
             "site" => {
@@ -546,44 +373,9 @@ fn family_named(name: &str) -> Option<Family> {
     FAMILIES.iter().map(|(f, _)| *f).find(|f| f.name() == name)
 }
 
-/// Whether `fault` heals, restarts or releases what `opener` started.
-fn closes(opener: Fault, fault: Fault) -> bool {
-    match (opener, fault) {
-        (Fault::CrashBroker { .. }, Fault::RestartBroker)
-        | (Fault::HoldProducers, Fault::ReleaseProducers)
-        | (Fault::PartitionProducers, Fault::RepairProducers)
-        | (Fault::PartitionConsumers, Fault::RepairConsumers)
-        | (Fault::IsolateBroker, Fault::RejoinBroker)
-        | (Fault::SlowBrokerDisk { .. }, Fault::HealBrokerDisk)
-        | (Fault::CutResponsesToProducers, Fault::RestoreResponsesToProducers)
-        | (Fault::FillBrokerDisk, Fault::FreeBrokerDisk) => true,
-        (Fault::PartitionMember { member: a }, Fault::RepairMember { member: b })
-        | (Fault::PartitionReplica { replica: a }, Fault::RepairReplica { replica: b })
-        | (Fault::CrashReplica { replica: a, .. }, Fault::RestartReplica { replica: b })
-        | (Fault::CrashController { controller: a }, Fault::RestartController { controller: b })
-        | (Fault::JoinMember { member: a }, Fault::CrashMember { member: b })
-        | (Fault::CrashMember { member: a }, Fault::RestartMember { member: b })
-        | (
-            Fault::PartitionClientsFromNamesrv { namesrv: a },
-            Fault::RepairClientsFromNamesrv { namesrv: b },
-        ) => a == b,
-        (
-            Fault::PartitionBrokerFromNamesrv {
-                broker: a,
-                namesrv: x,
-            },
-            Fault::RepairBrokerFromNamesrv {
-                broker: b,
-                namesrv: y,
-            },
-        ) => a == b && x == y,
-        _ => false,
-    }
-}
-
 /// The plan's faults as droppable units (indices into `plan.faults`): each
 /// crash with the restart after it, each partition, hold or isolation with
-/// its heal; a fault nothing closes stands alone.
+/// its heal (`Fault::heal`); a fault nothing closes stands alone.
 pub fn fault_units(plan: &Plan) -> Vec<Vec<usize>> {
     let mut taken = vec![false; plan.faults.len()];
     let mut units = Vec::new();
@@ -595,7 +387,7 @@ pub fn fault_units(plan: &Plan) -> Vec<Vec<usize>> {
         let mut unit = vec![i];
         let opener = plan.faults[i].fault;
         if let Some(j) =
-            (i + 1..plan.faults.len()).find(|&j| !taken[j] && closes(opener, plan.faults[j].fault))
+            (i + 1..plan.faults.len()).find(|&j| !taken[j] && plan.faults[j].fault.closes(opener))
         {
             taken[j] = true;
             unit.push(j);
@@ -683,207 +475,4 @@ pub fn shrink_failing(run: &SwarmRun) -> Option<Shrunk> {
 }
 
 #[cfg(test)]
-mod tests {
-    use scenarios::TimedFault;
-
-    use super::*;
-
-    fn at(at_ms: u64, fault: Fault) -> TimedFault {
-        TimedFault { at_ms, fault }
-    }
-
-    fn plan_with(faults: Vec<TimedFault>) -> SwarmRun {
-        let run = SwarmRun::of_family(Family::BrokerCrash, 1);
-        let mut plan = run.plan.clone();
-        plan.faults = faults;
-        run.with_plan(plan)
-    }
-
-    #[test]
-    fn units_pair_each_fault_with_its_own_heal() {
-        let run = plan_with(vec![
-            at(10, Fault::CrashBroker { power_loss: true }),
-            at(20, Fault::PartitionReplica { replica: 1 }),
-            at(30, Fault::PartitionReplica { replica: 0 }),
-            at(40, Fault::RestartBroker),
-            at(50, Fault::FailNextSync),
-            at(60, Fault::RepairReplica { replica: 0 }),
-            at(70, Fault::RepairReplica { replica: 1 }),
-        ]);
-        assert_eq!(
-            fault_units(&run.plan),
-            vec![vec![0, 3], vec![1, 6], vec![2, 5], vec![4]]
-        );
-        let smaller = without_unit(&run.plan, &[1, 6]);
-        assert_eq!(smaller.faults.len(), 5);
-        assert!(!smaller
-            .faults
-            .iter()
-            .any(|f| matches!(f.fault, Fault::RepairReplica { replica: 1 })));
-    }
-
-    #[test]
-    fn every_plan_of_every_family_splits_into_well_formed_units() {
-        for (family, _) in FAMILIES {
-            for seed in 0..50 {
-                let plan = family.plan(seed);
-                let units = fault_units(&plan);
-                assert_eq!(units.iter().map(Vec::len).sum::<usize>(), plan.faults.len());
-                for unit in units {
-                    let first = plan.faults[unit[0]].fault;
-                    // Every fault that starts a class ends with its heal
-                    // (a clock step or a member's crash has none: it
-                    // stands alone).
-                    let heals = !matches!(
-                        first,
-                        Fault::StepBrokerClock { .. }
-                            | Fault::StepReplicaClock { .. }
-                            | Fault::CrashMember { .. }
-                    );
-                    if FaultClass::of(first).is_some() && heals {
-                        assert_eq!(unit.len(), 2, "{family:?} seed {seed}: {plan:?}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn shrinking_keeps_only_the_fault_that_makes_it_fail() {
-        let run = plan_with(vec![
-            at(10, Fault::CrashBroker { power_loss: true }),
-            at(40, Fault::RestartBroker),
-            at(50, Fault::PartitionReplica { replica: 0 }),
-            at(60, Fault::RepairReplica { replica: 0 }),
-            at(70, Fault::CrashBroker { power_loss: false }),
-            at(80, Fault::RestartBroker),
-        ]);
-        let fails = |r: &SwarmRun| {
-            r.plan
-                .faults
-                .iter()
-                .any(|f| f.fault == Fault::CrashBroker { power_loss: false })
-        };
-        let shrunk = shrink(&run, fails);
-        let faults: Vec<Fault> = shrunk.run.plan.faults.iter().map(|f| f.fault).collect();
-        assert_eq!(
-            faults,
-            vec![
-                Fault::CrashBroker { power_loss: false },
-                Fault::RestartBroker
-            ]
-        );
-        assert_eq!(shrunk.run.plan.workload.producers, 1);
-        assert_eq!(shrunk.run.plan.workload.messages_per_producer, 1);
-    }
-
-    #[test]
-    fn shrinking_stops_where_the_workload_becomes_too_small_to_fail() {
-        let run = plan_with(vec![
-            at(10, Fault::CrashBroker { power_loss: true }),
-            at(40, Fault::RestartBroker),
-        ]);
-        let fails = |r: &SwarmRun| r.plan.workload.messages_per_producer >= 10;
-        let shrunk = shrink(&run, fails);
-        assert!(shrunk.run.plan.faults.is_empty());
-        let m = shrunk.run.plan.workload.messages_per_producer;
-        assert!((10..20).contains(&m), "{m}");
-    }
-
-    #[test]
-    fn shrinking_halves_messages_when_dropping_a_producer_would_pass() {
-        let mut run = plan_with(Vec::new());
-        run.plan.workload.producers = 3;
-        let fails = |r: &SwarmRun| r.plan.workload.producers >= 3;
-        let shrunk = shrink(&run, fails);
-        assert_eq!(shrunk.run.plan.workload.producers, 3);
-        assert_eq!(shrunk.run.plan.workload.messages_per_producer, 1);
-    }
-
-    #[test]
-    fn summaries_survive_the_line_protocol_and_merge() {
-        let mut a = SweepSummary::default();
-        a.add(&SeedOutcome {
-            seed: 7,
-            family: Family::Failover,
-            failure: Some("1 violation(s), first: lost\n  plan: …".into()),
-            fired: [FaultClass::BrokerPowerLoss, FaultClass::ControllerCrash].into(),
-            sites: ["sluice_node::broker::register:27"].into(),
-            trace_hash: Some(1),
-        });
-        a.add(&SeedOutcome {
-            seed: 9,
-            family: Family::BrokerCrash,
-            failure: None,
-            fired: [FaultClass::BrokerPowerLoss].into(),
-            sites: BTreeSet::new(),
-            trace_hash: Some(2),
-        });
-        let parsed = SweepSummary::parse(&a.to_lines()).expect("parses");
-        assert_eq!(parsed, a);
-        assert_eq!(
-            parsed.failures[0].first_violation,
-            "1 violation(s), first: lost"
-        );
-        let mut merged = parsed.clone();
-        merged.merge(&a);
-        assert_eq!(merged.seeds_run, 4);
-        assert_eq!(merged.fired.get(&FaultClass::BrokerPowerLoss), Some(&4));
-        assert_eq!(merged.families.get("failover"), Some(&2));
-        assert_eq!(
-            merged.sites.get("sluice_node::broker::register:27"),
-            Some(&2)
-        );
-        assert!(SweepSummary::parse("seeds x").is_err());
-        assert!(SweepSummary::parse("family nope 1").is_err());
-    }
-
-    #[test]
-    fn only_faults_the_history_records_as_injected_count_as_fired() {
-        let run = plan_with(vec![
-            at(10, Fault::CrashBroker { power_loss: true }),
-            at(20, Fault::RestartBroker),
-            at(30, Fault::PartitionReplica { replica: 0 }),
-        ]);
-        let entries = [Entry {
-            at_ms: 10,
-            event: Event::Fault {
-                description: "CrashBroker { power_loss: true }".into(),
-            },
-        }];
-        assert_eq!(
-            injected_classes(&run.plan, &entries),
-            [FaultClass::BrokerPowerLoss].into()
-        );
-    }
-
-    #[test]
-    fn fault_classes_have_distinct_names_that_read_back() {
-        for class in FaultClass::ALL {
-            assert_eq!(FaultClass::from_name(class.name()), Some(class));
-        }
-    }
-
-    #[test]
-    fn the_report_lists_failures_with_replay_and_every_class() {
-        let mut s = SweepSummary::default();
-        s.add(&SeedOutcome {
-            seed: 12,
-            family: Family::FsyncEio,
-            failure: Some("acknowledged while fenced".into()),
-            fired: [FaultClass::SyncEio].into(),
-            sites: BTreeSet::new(),
-            trace_hash: None,
-        });
-        let text = s.report(2.0, |seed| format!("replay {seed}"));
-        assert!(
-            text.contains("seeds run: 1 in 2.0 s (0.50 seeds/s)"),
-            "{text}"
-        );
-        assert!(text.contains("seed 12 (fsync_eio): acknowledged while fenced"));
-        assert!(text.contains("replay: replay 12"));
-        for class in FaultClass::ALL {
-            assert!(text.contains(class.name()), "{text}");
-        }
-    }
-}
+mod tests;

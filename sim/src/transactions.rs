@@ -19,7 +19,7 @@ use sluice_client::{
 
 use crate::client::{await_broker, client, send_outcome, SendOutcome, SimClient};
 use crate::clock::SimClock;
-use crate::history::{Event, History};
+use crate::history::{Event, History, Injected, MessageId};
 use crate::workload::{PRODUCER_GROUP, REQUEST_TIMEOUT, TOPIC};
 
 /// Members of the producers' group heartbeat this often, so a restarted
@@ -90,6 +90,14 @@ enum Ending {
     LeftToCheckBack,
 }
 
+/// The history's record that transaction producer `producer` died right
+/// after the half of `id`.
+fn died(producer: u32, id: MessageId) -> Event {
+    Event::Fault {
+        fault: Injected::ProducerDied { producer, id },
+    }
+}
+
 /// Producer `producer` of a transactional workload: sends each id as a
 /// half (one attempt; no retries), then ends it as decided — or twice, or
 /// not at all. Producer 0 may die right after one of its halves.
@@ -150,9 +158,7 @@ pub async fn produce_transactions(
         };
         if let Some(half) = half {
             if dies_after == Some(k) {
-                history.record(Event::Fault {
-                    description: format!("producer {producer} dies right after the half of {id}"),
-                });
+                history.record(died(producer, id));
                 client.shutdown().await;
                 break;
             }

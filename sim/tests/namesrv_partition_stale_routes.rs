@@ -94,9 +94,10 @@ fn route_expired_and_returned(entries: &[Entry]) -> bool {
 /// Whether a producer's send failed after the isolation began and one of
 /// its sends was acknowledged after that failure.
 fn recovered_after_isolation(entries: &[Entry]) -> bool {
-    let Some(isolated) = entries.iter().find(
-        |e| matches!(&e.event, Event::Fault { description } if description == "IsolateBroker"),
-    ) else {
+    let Some(isolated) = entries
+        .iter()
+        .find(|e| e.event.planned_fault() == Some(Fault::IsolateBroker))
+    else {
         return false;
     };
     let mut failed = false;

@@ -7,7 +7,7 @@
 //! requests still arrive and are stored, so the producers see timeouts for
 //! messages that were written.
 
-use scenarios::Plan;
+use scenarios::{Fault, Plan};
 use sim::history::Event;
 use sim::run::run_judged;
 use sim::seeds::for_each_seed;
@@ -34,9 +34,10 @@ fn retried_sends_duplicate_only_after_an_indeterminate_attempt() {
                 .filter(|e| matches!(e.event, Event::SendInfo { .. }))
                 .count();
             duplicated += report.verdict.summary.duplicated;
-            let cut = report.entries.iter().any(|e| {
-                matches!(&e.event, Event::Fault { description } if description == "CutResponsesToProducers")
-            });
+            let cut = report
+                .entries
+                .iter()
+                .any(|e| e.event.planned_fault() == Some(Fault::CutResponsesToProducers));
             if cut {
                 one_way += 1;
                 stored_unanswered +=

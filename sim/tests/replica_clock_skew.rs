@@ -31,17 +31,16 @@ fn delayed_messages_survive_replica_clock_steps_and_drift_across_a_failover() {
                 .entries
                 .iter()
                 .filter(|e| {
-                    matches!(&e.event, Event::Fault { description }
-                        if description.starts_with("StepReplicaClock"))
+                    matches!(
+                        e.event.planned_fault(),
+                        Some(Fault::StepReplicaClock { .. })
+                    )
                 })
                 .count();
             let crash_ms = report
                 .entries
                 .iter()
-                .find(|e| {
-                    matches!(&e.event, Event::Fault { description }
-                        if description.starts_with("CrashBroker"))
-                })
+                .find(|e| matches!(e.event.planned_fault(), Some(Fault::CrashBroker { .. })))
                 .map_or(u64::MAX, |e| e.at_ms);
             acked_after_crash += report
                 .entries

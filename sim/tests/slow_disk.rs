@@ -25,12 +25,11 @@ fn a_slow_disk_loses_no_acknowledged_message() {
         |seed| {
             let plan = Plan::slow_disk(seed);
             let report = run_judged(&plan, FlushMode::Sync)?;
-            let injected = |wanted: &str| {
-                report.entries.iter().any(
-                    |e| matches!(&e.event, Event::Fault { description } if description.starts_with(wanted)),
-                )
-            };
-            if injected("SlowBrokerDisk") {
+            let slowed_disk = report
+                .entries
+                .iter()
+                .any(|e| matches!(e.event.planned_fault(), Some(Fault::SlowBrokerDisk { .. })));
+            if slowed_disk {
                 slowed += 1;
                 if plan
                     .faults

@@ -9,7 +9,7 @@
 //! across the crashes — and no rolled-back one is ever read.
 
 use scenarios::{Fault, Plan};
-use sim::history::Event;
+use sim::history::{Event, Injected};
 use sim::run::run_judged;
 use sim::seeds::for_each_seed;
 use sluice_core::FlushMode;
@@ -35,7 +35,12 @@ fn committed_transactions_arrive_once_and_rolled_back_ones_never() {
                 return Err(report.describe("no committed transaction was read"));
             }
             let died = report.entries.iter().any(|e| {
-                matches!(&e.event, Event::Fault { description } if description.contains("dies"))
+                matches!(
+                    e.event,
+                    Event::Fault {
+                        fault: Injected::ProducerDied { .. }
+                    }
+                )
             });
             deaths.set(deaths.get() + u32::from(died));
             Ok(())

@@ -2,7 +2,7 @@
 //! bad history trips exactly the check meant for it.
 
 use super::*;
-use crate::history::Entry;
+use crate::history::{Entry, Injected};
 
 const SURVIVE: OracleConfig = OracleConfig {
     acked_must_survive: true,
@@ -442,7 +442,7 @@ fn a_delayed_message_may_repeat_only_after_a_crash() {
     crashed.insert(
         3,
         Event::Fault {
-            description: "CrashBroker { power_loss: true }".into(),
+            fault: Injected::Planned(Fault::CrashBroker { power_loss: true }),
         },
     );
     assert_eq!(violations(&crashed), vec![]);
@@ -536,7 +536,7 @@ fn a_committed_transaction_is_read_once_even_after_a_crash() {
         invoke(0, "c", 0),
         ok("c", 0, 0),
         Event::Fault {
-            description: "CrashBroker { power_loss: true }".into(),
+            fault: Injected::Planned(Fault::CrashBroker { power_loss: true }),
         },
         poll(0, &[(0, "c"), (1, "c")]),
     ];
