@@ -34,6 +34,6 @@ pub use producer::transaction::{
     HalfMessage, LocalTransactionState, TransactionListener, TransactionProducer,
 };
 pub use producer::{Producer, ProducerConfig, SendResult, SendStatus};
-#[cfg(feature = "turmoil")]
+#[cfg(feature = "testing")]
 pub use sluice_net::TurmoilTransport;
 pub use sluice_net::{TokioTransport, Transport};

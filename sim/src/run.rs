@@ -10,11 +10,10 @@ use std::sync::{Mutex, PoisonError};
 
 use rand::Rng;
 use scenarios::{substream, Deferral, Fault, Plan, Salt};
-use sluice_core::buggify::SiteReport;
-use sluice_core::disk::{Disk as _, SimDisk, SimDiskConfig, SimDiskStats};
-use sluice_core::FlushMode;
+use sluice_core::testing::{SimDisk, SimDiskConfig, SimDiskStats};
+use sluice_core::{buggify::SiteReport, disk::Disk as _, FlushMode};
+use sluice_node::testing::{SimClock, Skew};
 
-use crate::clock::Skew;
 use crate::group::{member_host, monitor, GroupProgress, MONITOR};
 use crate::harness::{
     add_broker, add_broker_host_after, add_controller, broker_config, builder, controller_host,
@@ -676,13 +675,9 @@ fn log_image(
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
-        let store = sluice_core::MessageStore::open(
-            disk.clone(),
-            crate::clock::SimClock::new(0),
-            store_config,
-        )
-        .await
-        .map_err(|e| format!("{host}: cannot open the store after the run: {e}"))?;
+        let store = sluice_core::MessageStore::open(disk.clone(), SimClock::new(0), store_config)
+            .await
+            .map_err(|e| format!("{host}: cannot open the store after the run: {e}"))?;
         let log = store.commit_log();
         let start = log.min_offset();
         let mut bytes = Vec::new();
