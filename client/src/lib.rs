@@ -35,6 +35,6 @@ pub use producer::transaction::{
 };
 pub use producer::{Producer, ProducerConfig, SendResult, SendStatus};
 pub use sluice_core::{CommitLogOffset, NegativeOffset, QueueOffset};
-#[cfg(feature = "turmoil")]
+#[cfg(feature = "testing")]
 pub use sluice_net::TurmoilTransport;
 pub use sluice_net::{TokioTransport, Transport};

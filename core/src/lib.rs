@@ -1,8 +1,9 @@
 //! sluice-core: the storage engine and message model of Sluice, with no
 //! async runtime. Module map:
 //!
-//! - `disk`   — the `Disk`/`Segment` seam (`MmapDisk` in production, `SimDisk` in simulation)
-//! - `clock`  — the `Clock` seam (`SystemClock`, `ManualClock`)
+//! - `disk`   — the `Disk`/`Segment` seam (`MmapDisk` in production)
+//! - `clock`  — the `Clock` seam (`SystemClock` in production)
+//! - `testing` — feature `testing` only: the doubles `SimDisk` and `ManualClock`
 //! - `error`  — the crate's one `Error` type
 //! - `message` — the stored-record codec, properties, batch bodies, message ids, topics
 //! - `offset` — `CommitLogOffset` (bytes) and `QueueOffset` (entries), kept apart by type
@@ -26,8 +27,10 @@ pub mod index;
 pub mod offset;
 mod segment_chain;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, SystemClock};
 pub use error::{Error, Result};
 pub use offset::{CommitLogOffset, NegativeOffset, QueueOffset};
 pub use store::{FlushMode, GetResult, GetStatus, MessageStore, StoreConfig};

@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pollster::block_on;
-use sluice_core::disk::{
-    CrashWeights, Disk, MmapDisk, Segment, SimDisk, SimDiskConfig, PAGE_BYTES, SECTOR_BYTES,
-};
+use sluice_core::disk::{Disk, MmapDisk, Segment};
+use sluice_core::testing::{CrashWeights, SimDisk, SimDiskConfig, PAGE_BYTES, SECTOR_BYTES};
 
 const SEG_BYTES: u64 = 4 * PAGE_BYTES;
 

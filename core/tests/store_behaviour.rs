@@ -6,9 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use sluice_core::disk::{CrashWeights, Disk, Segment, SimDisk, SimDiskConfig};
+use sluice_core::disk::{Disk, Segment};
 use sluice_core::store::{GetStatus, TagsFilter};
-use sluice_core::{Error, FlushMode, ManualClock, MessageStore, QueueOffset, StoreConfig};
+use sluice_core::testing::{CrashWeights, ManualClock, SimDisk, SimDiskConfig};
+use sluice_core::{Error, FlushMode, MessageStore, QueueOffset, StoreConfig};
 use support::{block_on, decode, msg};
 
 const T0_MS: u64 = 1_700_000_000_000;

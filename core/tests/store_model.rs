@@ -7,9 +7,9 @@
 mod support;
 
 use proptest::prelude::*;
-use sluice_core::disk::SimDisk;
 use sluice_core::store::{GetStatus, TagsFilter};
-use sluice_core::{FlushMode, ManualClock, MessageStore, QueueOffset, StoreConfig};
+use sluice_core::testing::{ManualClock, SimDisk};
+use sluice_core::{FlushMode, MessageStore, QueueOffset, StoreConfig};
 use support::{block_on, decode, msg};
 
 const QUEUES: i32 = 3;
@@ -197,7 +197,7 @@ proptest! {
     /// synced records in a sector that later writes touch.
     #[test]
     fn sync_flush_store_survives_garbage_sectors(seed in any::<u64>(), ops in prop::collection::vec(op(), 1..150)) {
-        let config = sluice_core::disk::SimDiskConfig { garbage_sectors: true, ..Default::default() };
+        let config = sluice_core::testing::SimDiskConfig { garbage_sectors: true, ..Default::default() };
         run_on(&SimDisk::with_config(seed, config), FlushMode::Sync, &ops)?;
     }
 

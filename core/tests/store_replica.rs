@@ -7,9 +7,9 @@
 mod support;
 
 use bytes::Bytes;
-use sluice_core::disk::SimDisk;
 use sluice_core::store::{GetStatus, TagsFilter};
-use sluice_core::{CommitLogOffset, Error, ManualClock, MessageStore, QueueOffset, StoreConfig};
+use sluice_core::testing::{ManualClock, SimDisk};
+use sluice_core::{CommitLogOffset, Error, MessageStore, QueueOffset, StoreConfig};
 use support::{block_on, decode, msg};
 
 const T0_MS: u64 = 1_700_000_000_000;

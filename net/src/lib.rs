@@ -7,7 +7,7 @@
 //! - [`header`]: typed request/response headers and their `extFields` mapping.
 //! - [`body`]: JSON bodies (routes and cluster info with fastjson integer
 //!   keys, heartbeat, lock batch, broker registration, consumer list).
-//! - [`transport`]: the [`Transport`] seam with tokio and (feature `turmoil`)
+//! - [`transport`]: the [`Transport`] seam with tokio and (feature `testing`)
 //!   turmoil implementations, and the framed reader/writer.
 //! - [`rpc`]: [`RpcClient`], [`RpcServer`], the [`Handler`] trait and
 //!   [`ConnectionHandle`] for server-initiated requests.
@@ -24,6 +24,6 @@ pub use remoting::{ExtFields, RemotingCommand};
 pub use rpc::{
     ConnectionHandle, Handler, HandlerTable, RequestContext, RpcClient, RpcConfig, RpcServer,
 };
-#[cfg(feature = "turmoil")]
+#[cfg(feature = "testing")]
 pub use transport::TurmoilTransport;
 pub use transport::{TokioTransport, Transport};

@@ -1,5 +1,6 @@
 //! Property tests of the frame codec: both header encodings round-trip any
-//! command, and arbitrary bytes never panic the decoder.
+//! command, a body sent in chunks makes the same frame as the whole body,
+//! and arbitrary bytes never panic the decoder.
 
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
@@ -35,6 +36,7 @@ fn command(binary: bool) -> impl Strategy<Value = RemotingCommand> {
                     remark,
                     ext_fields: ext_fields.into(),
                     body: Bytes::from(body),
+                    body_chunks: Vec::new(),
                     serialize_type: if binary {
                         SerializeType::RocketMq
                     } else {
@@ -88,6 +90,33 @@ proptest! {
         let whole = frame::encode_to_bytes(&cmd, &limits).expect("encodable");
         let split = frame::encode_split(&cmd, &limits).expect("encodable");
         prop_assert_eq!([&split.head[..], &split.body[..]].concat(), whole.to_vec());
+    }
+
+    #[test]
+    fn a_body_in_chunks_encodes_to_the_same_frame_as_the_whole_body(
+        cmd in command(false),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+    ) {
+        let limits = FrameLimits::default();
+        let whole = frame::encode_to_bytes(&cmd, &limits).expect("encodable");
+        let mut at: Vec<usize> = cuts.iter().map(|i| i.index(cmd.body.len() + 1)).collect();
+        at.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut from = 0;
+        for to in at.into_iter().chain([cmd.body.len()]) {
+            chunks.push(cmd.body.slice(from..to));
+            from = to;
+        }
+        let chunked = cmd.clone().with_body_chunks(chunks);
+        prop_assert_eq!(chunked.body_to_bytes(), cmd.body.clone());
+        prop_assert_eq!(frame::encode_to_bytes(&chunked, &limits).expect("encodable"), whole.clone());
+        let split = frame::encode_split(&chunked, &limits).expect("encodable");
+        let mut wire = [&split.head[..], &split.body[..]].concat();
+        for chunk in &split.body_chunks {
+            wire.extend_from_slice(chunk);
+        }
+        prop_assert_eq!(split.len(), whole.len());
+        prop_assert_eq!(wire, whole.to_vec());
     }
 
     #[test]

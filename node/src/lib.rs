@@ -12,6 +12,7 @@
 //!   code in one [`dispatch::Routes`] table, refusals answered in one place.
 //! - [`config_file`]: the broker's TOML configuration file.
 //! - [`error`]: the crate's `Error`.
+//! - `testing` (feature `testing` only): `SimClock`, the simulated clock.
 
 pub mod broker;
 pub mod config_file;
@@ -19,5 +20,7 @@ pub mod controller;
 pub mod dispatch;
 pub mod error;
 pub mod namesrv;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::{Error, Result};

@@ -6,19 +6,18 @@
 //! name servers one after another, each waiting out its timeout.
 
 mod namesrv_support;
-mod turmoil_clock;
 
 use std::time::Duration;
 
 use namesrv_support::route_request;
-use sluice_core::disk::SimDisk;
 use sluice_core::message::DEFAULT_TOPIC;
+use sluice_core::testing::SimDisk;
 use sluice_core::StoreConfig;
 use sluice_net::remoting::response_code;
 use sluice_net::{RpcClient, RpcConfig, TurmoilTransport};
 use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
-use turmoil_clock::SimClock;
+use sluice_node::testing::SimClock;
 
 const CLIENT_VERSION: i32 = 409;
 /// The live name server drops a broker silent this long.
@@ -27,6 +26,7 @@ const EXPIRY_MS: u64 = 3_000;
 #[test]
 fn a_hung_name_server_does_not_delay_registration_with_the_others() {
     let mut sim = turmoil::Builder::new()
+        .epoch(std::time::UNIX_EPOCH)
         .rng_seed(7)
         .simulation_duration(Duration::from_secs(60))
         .build();
@@ -46,7 +46,7 @@ fn a_hung_name_server_does_not_delay_registration_with_the_others() {
             scan_interval_ms: 500,
             ..NameServerConfig::default()
         };
-        let _server = NameServer::start(config, SimClock::start(), &TurmoilTransport).await?;
+        let _server = NameServer::start(config, SimClock::new(0), &TurmoilTransport).await?;
         std::future::pending::<()>().await;
         Ok(())
     });
@@ -68,7 +68,7 @@ fn a_hung_name_server_does_not_delay_registration_with_the_others() {
                 },
                 ..BrokerConfig::default()
             };
-            let broker = Broker::open(disk, SimClock::start(), config).await?;
+            let broker = Broker::open(disk, SimClock::new(0), config).await?;
             broker
                 .serve(TurmoilTransport, std::future::pending(), |_| {})
                 .await?;

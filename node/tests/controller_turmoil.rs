@@ -4,18 +4,16 @@
 //! of their leader with power loss (each `SimDisk` lives outside its host),
 //! and a restarted controller catches up. The same seed gives the same run.
 
-mod turmoil_clock;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_core::disk::SimDisk;
+use sluice_core::testing::SimDisk;
 use sluice_net::TurmoilTransport;
 use sluice_node::controller::{
     AlterInSync, BrokerHeartbeat, Controller, ControllerClient, ControllerConfig, GroupView,
 };
-use turmoil_clock::SimClock;
+use sluice_node::testing::SimClock;
 
 const GROUP: &str = "broker-a";
 const PORT: u16 = 9878;
@@ -61,6 +59,7 @@ impl Cluster {
     fn new(seed: u64) -> Self {
         let mut builder = turmoil::Builder::new();
         builder
+            .epoch(std::time::UNIX_EPOCH)
             .rng_seed(seed)
             .tick_duration(Duration::from_millis(1))
             .min_message_latency(Duration::from_micros(100))
@@ -86,7 +85,7 @@ impl Cluster {
                         log_entries_max: 8,
                         ..ControllerConfig::new(id, peers(), format!("0.0.0.0:{PORT}"))
                     };
-                    let clock = SimClock::start();
+                    let clock = SimClock::new(0);
                     let controller =
                         Controller::start(config, disk, clock, &TurmoilTransport).await?;
                     loop {

@@ -3,7 +3,6 @@
 //! re-registers every 30 s stays routed.
 
 mod namesrv_support;
-mod turmoil_clock;
 
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use namesrv_support::{register, register_body, route_request};
 use sluice_net::remoting::response_code;
 use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TurmoilTransport};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
-use turmoil_clock::SimClock;
+use sluice_node::testing::SimClock;
 
 const NAMESRV: &str = "namesrv";
 const NAMESRV_ADDR: &str = "namesrv:9876";
@@ -20,6 +19,7 @@ const CLIENT_VERSION: i32 = 409;
 
 fn simulation(seed: u64) -> turmoil::Sim<'static> {
     let mut sim = turmoil::Builder::new()
+        .epoch(std::time::UNIX_EPOCH)
         .rng_seed(seed)
         .simulation_duration(Duration::from_secs(400))
         .build();
@@ -28,7 +28,7 @@ fn simulation(seed: u64) -> turmoil::Sim<'static> {
             listen_addr: "0.0.0.0:9876".into(),
             ..NameServerConfig::default()
         };
-        let clock = SimClock::start();
+        let clock = SimClock::new(0);
         let _server = NameServer::start(config, clock, &TurmoilTransport).await?;
         std::future::pending::<()>().await;
         Ok(())
@@ -101,6 +101,7 @@ fn silent_broker_expires_while_a_heartbeating_one_stays() {
 #[test]
 fn shorter_configured_expiry_applies() {
     let mut sim = turmoil::Builder::new()
+        .epoch(std::time::UNIX_EPOCH)
         .simulation_duration(Duration::from_secs(60))
         .build();
     sim.host(NAMESRV, || async {
@@ -110,7 +111,7 @@ fn shorter_configured_expiry_applies() {
             scan_interval_ms: 1_000,
             ..NameServerConfig::default()
         };
-        let clock = SimClock::start();
+        let clock = SimClock::new(0);
         let _server = NameServer::start(config, clock, &TurmoilTransport).await?;
         std::future::pending::<()>().await;
         Ok(())

@@ -13,9 +13,9 @@ use sluice_client::{
 use sluice_core::message::DEFAULT_TOPIC;
 use sluice_net::remoting::response_code;
 
-use crate::clock::SimClock;
 use crate::harness::{BROKER_NAME, NAMESRV_ADDR};
 use crate::history::MessageId;
+use sluice_node::testing::SimClock;
 
 /// The production client on the simulated network and clock.
 pub type SimClient = ClientInstance<TurmoilTransport, SimClock>;

@@ -18,9 +18,9 @@ use sluice_client::{
 };
 
 use crate::client::{await_broker, client, queue};
-use crate::clock::SimClock;
 use crate::history::{Event, History};
 use crate::workload::{LONG_POLL_HOLD, TOPIC};
+use sluice_node::testing::SimClock;
 
 /// The consumer group.
 pub const GROUP: &str = "sim-group";

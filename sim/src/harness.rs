@@ -6,14 +6,14 @@
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use sluice_core::disk::SimDisk;
+use sluice_core::testing::SimDisk;
 use sluice_core::{FlushMode, StoreConfig};
 use sluice_net::TurmoilTransport;
 use sluice_node::broker::{Broker, BrokerConfig, ReplicationConfig, ReplicationMode};
 use sluice_node::controller::{Controller, ControllerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
 
-use crate::clock::{SimClock, Skew};
+use sluice_node::testing::{SimClock, Skew};
 
 /// Host name of the name server.
 pub const NAMESRV: &str = "namesrv";

@@ -8,7 +8,6 @@
 //!   `oracle::timing`, the fence and long-poll wake-up bounds; in
 //!   `oracle::group`, consumer-group consumption, commits and assignment.
 //! - [`harness`]: `builder(seed)` and the name server / broker hosts.
-//! - [`clock`]: the simulated `Clock` (turmoil epoch + skew, tokio time).
 //! - [`client`]: the production `sluice-client` on turmoil, and how its
 //!   results read as acknowledged / failed / indeterminate sends and pulls.
 //! - [`workload`]: producers, long-polling consumers and the final drain,
@@ -35,7 +34,6 @@ compile_error!(
 );
 
 pub mod client;
-pub mod clock;
 pub mod group;
 pub mod harness;
 pub mod history;

@@ -6,15 +6,16 @@
 use std::rc::Rc;
 
 use scenarios::{Fault, Plan};
-use sluice_core::disk::{Disk as _, SimDisk};
+use sluice_core::disk::Disk as _;
+use sluice_core::testing::SimDisk;
 
-use crate::clock::Skew;
 use crate::group::{member_host, GroupProgress};
 use crate::harness::{
     controller_host, crash_broker, namesrv_host, replica_host, slow_syncs, slower_syncs, BROKER,
 };
 use crate::history::{Event, History, Injected};
 use crate::run::{consumer_host, producer_host};
+use sluice_node::testing::Skew;
 
 /// What faults act on besides the simulation: the plan, the disks and
 /// wall-clock skews that outlive their hosts, the history and the

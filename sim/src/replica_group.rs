@@ -4,9 +4,8 @@
 
 use rand::Rng;
 use scenarios::{substream, Fault, Plan, Salt};
-use sluice_core::disk::{SimDisk, SimDiskConfig};
+use sluice_core::testing::{SimDisk, SimDiskConfig};
 
-use crate::clock::Skew;
 use crate::harness::{
     add_broker_host_after, add_controller, replica_host, replication_config, slow_syncs, BROKER,
     HA_PORT,
@@ -14,6 +13,7 @@ use crate::harness::{
 use crate::history::Entry;
 use crate::oracle::replicas::{acks_without_replica, check_agreement, check_caught_up, LogImage};
 use crate::oracle::Violation;
+use sluice_node::testing::Skew;
 
 /// Starts the plan's controllers, each on its own disk; returns the disks.
 pub(crate) fn add_controllers(sim: &mut turmoil::Sim<'_>, plan: &Plan) -> Vec<SimDisk> {
@@ -152,7 +152,7 @@ fn log_image(
     rt.block_on(async {
         let store = sluice_core::MessageStore::open(
             disk.clone(),
-            crate::clock::SimClock::new(0),
+            sluice_node::testing::SimClock::new(0),
             store_config,
         )
         .await

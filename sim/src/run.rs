@@ -11,10 +11,9 @@ use std::sync::{Mutex, PoisonError};
 use rand::Rng;
 use scenarios::{substream, Deferral, Fault, Plan, Salt};
 use sluice_core::buggify::SiteReport;
-use sluice_core::disk::{SimDisk, SimDiskConfig, SimDiskStats};
+use sluice_core::testing::{SimDisk, SimDiskConfig, SimDiskStats};
 use sluice_core::FlushMode;
 
-use crate::clock::Skew;
 use crate::group::{monitor, GroupProgress, MONITOR};
 use crate::harness::{add_broker, broker_config, builder, replica_host, slow_syncs, BROKER};
 use crate::history::{trace_hash, Entry, Event, History, Injected};
@@ -23,6 +22,7 @@ use crate::oracle::{check, check_group, early_deliveries, GroupBounds, OracleCon
 use crate::replica_group::{add_controllers, add_replicas, replica_violations};
 use crate::transactions::produce_transactions;
 use crate::workload::{drain, long_poll, produce};
+use sluice_node::testing::Skew;
 
 /// With a consumer group, the broker drops a member silent this long (at
 /// its next 10 s expiry pass), so a long partition can make the group

@@ -18,9 +18,9 @@ use sluice_client::{
 };
 
 use crate::client::{await_broker, client, send_outcome, SendOutcome, SimClient};
-use crate::clock::SimClock;
 use crate::history::{Event, History, Injected, MessageId};
 use crate::workload::{PRODUCER_GROUP, REQUEST_TIMEOUT, TOPIC};
+use sluice_node::testing::SimClock;
 
 /// Members of the producers' group heartbeat this often, so a restarted
 /// broker soon knows whom to ask about open halves.

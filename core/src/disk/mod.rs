@@ -1,6 +1,7 @@
 //! The disk seam: fixed-size, pre-allocated segments with positional writes,
 //! zero-copy reads and range sync, plus atomic small-file replace for
-//! metadata. Production maps files (`MmapDisk`); simulations use `SimDisk`.
+//! metadata. Production maps files (`MmapDisk`); simulations use
+//! `testing::SimDisk` (feature `testing`).
 //! Invariant: a range is durable only after `Segment::sync` covering it
 //! returned `Ok`; an `Err` leaves the range's state unknown.
 
@@ -10,14 +11,8 @@ use std::io;
 use bytes::Bytes;
 
 mod mmap;
-mod sim;
 
 pub use mmap::{MmapDisk, MmapSegment, SMALL_FILE_BYTES_MAX};
-
-pub use sim::{
-    CrashWeights, SimDisk, SimDiskConfig, SimDiskStats, SimSegment, SyncDelay, PAGE_BYTES,
-    SECTOR_BYTES,
-};
 
 /// Rejects paths that could escape a disk's root or name nothing: empty,
 /// absolute, with an empty, `.` or `..` component, or with a NUL byte. One

@@ -156,6 +156,7 @@ pub fn decode(bytes: &[u8], ext_fields_max: usize) -> Result<RemotingCommand, Fr
         remark,
         ext_fields,
         body: bytes::Bytes::new(),
+        body_chunks: Vec::new(),
         serialize_type: SerializeType::RocketMq,
     })
 }

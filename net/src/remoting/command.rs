@@ -1,5 +1,6 @@
 //! `RemotingCommand`: one request or response of the remoting protocol, with
-//! flag helpers and builders. The body is a `Bytes` slice of the received frame.
+//! flag helpers and builders. The body is a `Bytes` slice of the received
+//! frame; an outgoing body may be several buffers, sent back to back.
 
 use bytes::Bytes;
 
@@ -61,8 +62,13 @@ pub struct RemotingCommand {
     pub remark: Option<String>,
     /// The flattened typed header.
     pub ext_fields: ExtFields,
-    /// Opaque body bytes.
+    /// Opaque body bytes: the whole body of a decoded command.
     pub body: Bytes,
+    /// More body buffers, sent on the wire right after `body` and each
+    /// written as is, so a response made of many stored records (a pull)
+    /// goes out without being copied into one buffer. Always empty in a
+    /// decoded command; [`RemotingCommand::body_to_bytes`] joins them.
+    pub body_chunks: Vec<Bytes>,
     /// Header serialization used on the wire; responses copy the request's.
     pub serialize_type: SerializeType,
 }
@@ -127,7 +133,36 @@ impl RemotingCommand {
     #[must_use]
     pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
+        self.body_chunks = Vec::new();
         self
+    }
+
+    /// Replaces the body with `chunks`, sent back to back with no copy.
+    #[must_use]
+    pub fn with_body_chunks(mut self, chunks: Vec<Bytes>) -> Self {
+        self.body = Bytes::new();
+        self.body_chunks = chunks;
+        self
+    }
+
+    /// Length of the whole body: `body` and every chunk.
+    pub fn body_len(&self) -> usize {
+        self.body.len() + self.body_chunks.iter().map(Bytes::len).sum::<usize>()
+    }
+
+    /// The whole body as one buffer: `body` itself (no copy) unless there
+    /// are chunks, which are then copied together (for in-process readers
+    /// and tests; the wire path never joins them).
+    pub fn body_to_bytes(&self) -> Bytes {
+        if self.body_chunks.is_empty() {
+            return self.body.clone();
+        }
+        let mut whole = Vec::with_capacity(self.body_len());
+        whole.extend_from_slice(&self.body);
+        for chunk in &self.body_chunks {
+            whole.extend_from_slice(chunk);
+        }
+        whole.into()
     }
 
     /// Sets the remark.
@@ -193,6 +228,20 @@ mod tests {
         assert!(!resp.is_oneway());
         assert_eq!(resp.opaque, 42);
         assert_eq!(resp.serialize_type, SerializeType::RocketMq);
+    }
+
+    #[test]
+    fn chunked_body_joins_to_the_whole_body() {
+        let cmd = RemotingCommand::success()
+            .with_body_chunks(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"cde")]);
+        assert_eq!(cmd.body_len(), 5);
+        assert_eq!(cmd.body_to_bytes(), Bytes::from_static(b"abcde"));
+        let single = cmd.with_body(&b"xyz"[..]);
+        assert!(
+            single.body_chunks.is_empty(),
+            "with_body replaces the chunks"
+        );
+        assert_eq!(single.body_to_bytes(), Bytes::from_static(b"xyz"));
     }
 
     #[test]

@@ -48,12 +48,16 @@ pub fn encode(
 ) -> Result<(), FrameError> {
     encode_head(cmd, limits, dst)?;
     dst.put_slice(&cmd.body);
+    for chunk in &cmd.body_chunks {
+        dst.put_slice(chunk);
+    }
     Ok(())
 }
 
 /// Appends the length prefix and header of `cmd` to `dst`: the whole frame
-/// except the body, which must follow on the wire unchanged. This lets a
-/// large body (a pull response slice) be written without copying it.
+/// except the body (`body`, then every chunk), which must follow on the wire
+/// unchanged. This lets a large body (a pull response's stored records) be
+/// written without copying it.
 pub fn encode_head(
     cmd: &RemotingCommand,
     limits: &FrameLimits,
@@ -70,7 +74,7 @@ pub fn encode_head(
         SerializeType::RocketMq => binary_header::encode(cmd, dst),
     };
     let header_len = dst.len() - header_start;
-    let frame_len = 8 + header_len + cmd.body.len();
+    let frame_len = 8 + header_len + cmd.body_len();
     let words = written
         .and_then(|()| check(header_len, limits.header_bytes_max, "header"))
         .and_then(|()| check(frame_len, limits.frame_bytes_max, "frame"))
@@ -106,20 +110,27 @@ pub fn encode_head(
     }
 }
 
-/// A frame split into its encoded head and the command's own body bytes
-/// (shared, not copied); write `head` then `body`.
+/// A frame split into its encoded head and the command's own body buffers
+/// (shared, not copied); write `head`, `body`, then each of `body_chunks`.
 #[derive(Debug, Clone)]
 pub struct EncodedFrame {
     /// Length prefix, header-length word and header.
     pub head: Bytes,
     /// The body, as given.
     pub body: Bytes,
+    /// The body's further chunks, as given.
+    pub body_chunks: Vec<Bytes>,
 }
 
 impl EncodedFrame {
+    /// Bytes of body on the wire: `body` and every chunk.
+    pub fn body_len(&self) -> usize {
+        self.body.len() + self.body_chunks.iter().map(Bytes::len).sum::<usize>()
+    }
+
     /// Total bytes on the wire.
     pub fn len(&self) -> usize {
-        self.head.len() + self.body.len()
+        self.head.len() + self.body_len()
     }
 
     /// True if the frame has no bytes (never the case for a valid frame).
@@ -138,6 +149,7 @@ pub fn encode_split(
     Ok(EncodedFrame {
         head: head.freeze(),
         body: cmd.body.clone(),
+        body_chunks: cmd.body_chunks.clone(),
     })
 }
 
@@ -154,7 +166,7 @@ fn head_capacity(cmd: &RemotingCommand) -> usize {
 
 /// Encodes `cmd` into a fresh buffer.
 pub fn encode_to_bytes(cmd: &RemotingCommand, limits: &FrameLimits) -> Result<Bytes, FrameError> {
-    let mut buf = BytesMut::with_capacity(head_capacity(cmd) + cmd.body.len());
+    let mut buf = BytesMut::with_capacity(head_capacity(cmd) + cmd.body_len());
     encode(cmd, limits, &mut buf)?;
     Ok(buf.freeze())
 }

@@ -235,6 +235,7 @@ pub fn decode(bytes: &[u8], ext_fields_max: usize) -> Result<RemotingCommand, Fr
         remark: wire.remark,
         ext_fields,
         body: bytes::Bytes::new(),
+        body_chunks: Vec::new(),
         serialize_type: SerializeType::Json,
     })
 }

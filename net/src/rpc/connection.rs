@@ -421,7 +421,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             loop {
                 while let Some(msg) = next {
                     match msg {
-                        Outbound::Frame(frame) => out.push(&frame.head, &frame.body).await?,
+                        Outbound::Frame(frame) => out.push(frame).await?,
                         Outbound::Close => return out.shutdown().await,
                     }
                     next = rx.try_recv().ok();

@@ -1,10 +1,10 @@
 //! The transport seam: a [`Transport`] dials and listens, yielding split
 //! byte streams that [`FrameReader`] and [`FrameWriter`] frame. tokio in
-//! production; turmoil (feature `turmoil`) in simulation.
+//! production; turmoil (feature `testing`) in simulation.
 
 mod framed;
 mod tokio_tcp;
-#[cfg(feature = "turmoil")]
+#[cfg(feature = "testing")]
 mod turmoil_tcp;
 
 use std::future::Future;
@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use framed::{FrameReader, FrameWriter};
 pub use tokio_tcp::{TokioListener, TokioTransport};
-#[cfg(feature = "turmoil")]
+#[cfg(feature = "testing")]
 pub use turmoil_tcp::{TurmoilListener, TurmoilTransport};
 
 /// One established connection, already split into its two directions.

@@ -86,7 +86,8 @@ impl LockTable {
 
 #[cfg(test)]
 mod tests {
-    use sluice_core::{Clock, ManualClock};
+    use sluice_core::testing::ManualClock;
+    use sluice_core::Clock;
 
     use super::*;
 

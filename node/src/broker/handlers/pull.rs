@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use sluice_core::disk::Disk;
 use sluice_core::store::{GetResult, GetStatus};
 use sluice_core::{Clock, QueueOffset};
@@ -199,15 +198,9 @@ fn respond(
     };
     let mut cmd = RemotingCommand::response(code, "").with_header(&header);
     cmd.remark = None;
-    if !got.messages.is_empty() {
-        let len = got.messages.iter().map(Bytes::len).sum();
-        let mut body = BytesMut::with_capacity(len);
-        for m in &got.messages {
-            body.extend_from_slice(m);
-        }
-        cmd = cmd.with_body(body.freeze());
-    }
-    cmd
+    // Each stored record goes out as its own chunk, a view of the store:
+    // the body is never copied into one buffer (vectored writes send it).
+    cmd.with_body_chunks(got.messages.clone())
 }
 
 /// The filter from the request's subscription (when flagged) or the

@@ -458,8 +458,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
 
 #[cfg(test)]
 mod tests {
-    use sluice_core::disk::SimDisk;
-    use sluice_core::{ManualClock, StoreConfig};
+    use sluice_core::testing::{ManualClock, SimDisk};
+    use sluice_core::StoreConfig;
 
     use super::*;
     use crate::broker::timer::REPLICA_KEEP_SLOTS;

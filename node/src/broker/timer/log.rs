@@ -337,7 +337,7 @@ impl<D: Disk> TimerLog<D> {
 
 #[cfg(test)]
 mod tests {
-    use sluice_core::disk::SimDisk;
+    use sluice_core::testing::SimDisk;
 
     use super::*;
 

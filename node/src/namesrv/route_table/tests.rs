@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sluice_core::ManualClock;
+use sluice_core::testing::ManualClock;
 use sluice_net::body::{
     DataVersion, TopicConfig, TopicConfigSerializeWrapper, PERM_READ, PERM_WRITE,
 };

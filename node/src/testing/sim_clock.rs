@@ -1,7 +1,8 @@
-//! The simulation's `Clock`: wall time is turmoil's logical epoch plus a
-//! per-host skew that the harness may step during a run (an NTP jump);
-//! monotonic time is the host's paused tokio clock since the clock was made
-//! (one process life), so it never goes backwards.
+//! `SimClock`, the one simulated `Clock` (the `sim` harness and node's
+//! turmoil tests): wall time is turmoil's logical epoch plus a per-host skew
+//! that the harness may step during a run (an NTP jump); monotonic time is
+//! the host's paused tokio clock since the clock was made (one process
+//! life), so it never goes backwards.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

@@ -14,8 +14,7 @@ use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 
-use super::check_path;
-use super::{Disk, DiskSpace, Segment};
+use crate::disk::{check_path, Disk, DiskSpace, Segment};
 
 /// Page size of the simulated page cache; the unit of writeback.
 pub const PAGE_BYTES: u64 = 4096;
