@@ -152,14 +152,17 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     /// Rewrites `msg` into the schedule topic when it carries `DELAY` > 0
     /// and is not a prepared or rolled-back transaction half; levels above
     /// the highest are clamped. Creates the schedule topic on first use.
-    pub(crate) async fn divert_delayed(&self, msg: &mut MessageInput) -> Result<(), DivertError> {
+    /// `props` are the message's properties, parsed once by the caller;
+    /// a diverted message's are changed there and re-encoded into `msg`.
+    pub(crate) async fn divert_delayed(
+        &self,
+        msg: &mut MessageInput,
+        props: &mut Properties,
+    ) -> Result<(), DivertError> {
         // Halves and rollbacks are never delayed (they get no queue entry).
         if !sluice_core::commit_log::is_dispatchable(msg.sys_flag) {
             return Ok(());
         }
-        let Ok(mut props) = Properties::parse(&msg.properties) else {
-            return Ok(());
-        };
         let requested = props
             .get(keys::DELAY)
             .and_then(|d| d.trim().parse::<i32>().ok());
@@ -168,7 +171,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         };
         let bad = |e: sluice_core::message::EncodeError| DivertError(e.to_string());
         props.insert(keys::DELAY, &level.to_string()).map_err(bad)?;
-        save_real_destination(&mut props, &msg.topic, msg.queue_id).map_err(bad)?;
+        save_real_destination(props, &msg.topic, msg.queue_id).map_err(bad)?;
         let queues = self.delay_levels().count();
         let (_, created) = self.topics().ensure(
             SCHEDULE_TOPIC,

@@ -38,8 +38,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     let (topic, queue_id, to_dlq) = destination(b, &h, reconsume_times).await;
     super::send_half::refuse_reserved(&topic)?;
     let queue_id = writable_queue(b, &topic, &h, queue_id).await?;
+    // The properties are parsed here, once per send, and passed down.
     let raw = h.properties.as_deref().unwrap_or_default();
-    let parsed = Properties::parse(raw.as_bytes()).ok();
+    let mut parsed = Properties::parse(raw.as_bytes()).ok();
     let wait = parsed
         .as_ref()
         .and_then(|p| p.get(keys::WAIT).map(|w| w != "false"))
@@ -48,7 +49,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         .as_ref()
         .and_then(Properties::uniq_key)
         .map(str::to_owned);
-    let props = with_cluster(raw, parsed, &b.config().cluster_name);
+    let props = with_cluster(raw, parsed.as_mut(), &b.config().cluster_name);
     let template = MessageInput {
         topic,
         queue_id,
@@ -76,7 +77,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             body: req.body.clone(),
             ..template
         };
-        send_one(b, msg, !to_dlq, wait).await?
+        send_one(b, msg, parsed.as_mut().filter(|_| !to_dlq), wait).await?
     };
     // Apache's 5.x broker names the message's UNIQ_KEY (a batch's own key)
     // as `transactionId` in every answer to a stored send. `batchUniqId` is
@@ -158,11 +159,16 @@ async fn writable_queue<D: Disk, C: Clock>(
 /// broker stores every sent message: appended when absent (the common case,
 /// no re-encode), replaced when the producer set another value, left as is
 /// when they do not parse (the store rejects them with a clear error).
-fn with_cluster(raw: &str, parsed: Option<Properties>, cluster: &str) -> Vec<u8> {
-    let Some(mut parsed) = parsed else {
+/// `parsed` gets the same value, so what is passed down matches the bytes.
+fn with_cluster(raw: &str, parsed: Option<&mut Properties>, cluster: &str) -> Vec<u8> {
+    let Some(parsed) = parsed else {
         return raw.as_bytes().to_vec();
     };
-    match parsed.get(keys::CLUSTER) {
+    let previous = parsed.get(keys::CLUSTER).map(str::to_owned);
+    if previous.is_none() && parsed.insert(keys::CLUSTER, cluster).is_err() {
+        return raw.as_bytes().to_vec();
+    }
+    match previous {
         Some(c) if c == cluster => raw.as_bytes().to_vec(),
         Some(_) => match parsed.insert(keys::CLUSTER, cluster) {
             Ok(_) => parsed.encode(),
@@ -183,8 +189,6 @@ fn with_cluster(raw: &str, parsed: Option<Properties>, cluster: &str) -> Vec<u8>
     }
 }
 
-/// Stores one message, first diverting it to the schedule topic when it
-/// asks for a delay and `may_delay` (dead letters are never delayed).
 /// Flow control: a permit for one send in flight, or the busy answer
 /// (`SYSTEM_BUSY`, which producers retry) when too many are in flight.
 fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, Refusal> {
@@ -205,22 +209,25 @@ fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, Ref
     Ok(permit)
 }
 
+/// Stores one message, first diverting it to the timer or schedule topic
+/// when it asks for a delivery time or a delay and has `props` (its parsed
+/// properties; none for dead letters, which are never delayed).
 async fn send_one<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     mut msg: MessageInput,
-    may_delay: bool,
+    props: Option<&mut Properties>,
     wait: bool,
 ) -> Reply {
     let queue_id = msg.queue_id;
-    if may_delay {
+    if let Some(props) = props {
         // Timer properties win over a delay level (the level is dropped).
-        b.divert_timer(&mut msg).await.map_err(|e| {
+        b.divert_timer(&mut msg, props).await.map_err(|e| {
             Refusal::new(
                 response_code::MESSAGE_ILLEGAL,
                 format!("[sluice] cannot schedule timer message: {}", e.0),
             )
         })?;
-        b.divert_delayed(&mut msg).await.map_err(|e| {
+        b.divert_delayed(&mut msg, props).await.map_err(|e| {
             Refusal::new(
                 response_code::MESSAGE_ILLEGAL,
                 format!("[sluice] cannot delay message: {}", e.0),

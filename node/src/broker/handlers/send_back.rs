@@ -106,7 +106,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         reconsume_times: rec.reconsume_times.saturating_add(1),
         ..MessageInput::from_stored(&rec, topic, 0, Bytes::from(props.encode()), b.store_host())
     };
-    b.divert_delayed(&mut msg)
+    b.divert_delayed(&mut msg, &mut props)
         .await
         .map_err(|e| Refusal::system_error(format!("[sluice] {}", e.0)))?;
     b.store().put(msg, true).await?;

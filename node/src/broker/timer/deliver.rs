@@ -513,7 +513,7 @@ mod tests {
             body: Bytes::copy_from_slice(&due.to_be_bytes()),
             properties: Bytes::from(props.encode()),
         };
-        b.divert_timer(&mut msg).await.expect("divert");
+        b.divert_timer(&mut msg, &mut props).await.expect("divert");
         assert_eq!(msg.topic, TIMER_TOPIC, "parked");
         b.store().put(msg, false).await.expect("put");
     }

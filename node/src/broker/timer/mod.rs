@@ -360,16 +360,20 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     /// Parks `msg` in the timer topic when it asks for a delivery time
     /// (see the module doc); a due time already reached leaves it for its
     /// real topic with the timer properties (and any `DELAY`) removed.
-    pub(crate) async fn divert_timer(&self, msg: &mut MessageInput) -> Result<(), DivertError> {
+    ///
+    /// `props` are the message's properties, parsed once by the caller;
+    /// a diverted message's are changed there and re-encoded into `msg`.
+    pub(crate) async fn divert_timer(
+        &self,
+        msg: &mut MessageInput,
+        props: &mut Properties,
+    ) -> Result<(), DivertError> {
         // Halves and rollbacks are never delayed (they get no queue entry).
         if !sluice_core::commit_log::is_dispatchable(msg.sys_flag) {
             return Ok(());
         }
-        let Ok(mut props) = Properties::parse(&msg.properties) else {
-            return Ok(());
-        };
         let now_ms = self.clock().wall_ms();
-        let Some(due) = requested_due_ms(&props, now_ms) else {
+        let Some(due) = requested_due_ms(props, now_ms) else {
             return Ok(());
         };
         let due_ms = due.map_err(DivertError)?;
@@ -388,7 +392,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             props
                 .insert(keys::TIMER_OUT_MS, &due_ms.to_string())
                 .map_err(bad)?;
-            save_real_destination(&mut props, &msg.topic, msg.queue_id).map_err(bad)?;
+            save_real_destination(props, &msg.topic, msg.queue_id).map_err(bad)?;
             let (_, created) =
                 self.topics()
                     .ensure(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE, self.now_ms());
