@@ -168,6 +168,33 @@ fn lite_pull_message_is_served_like_pull_message() {
 }
 
 #[test]
+fn all_topic_config_lists_every_topic_with_the_table_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    runtime().block_on(async {
+        let c = Client::new(&node.broker);
+        let sent = c
+            .send("CompatAllTopics", 0, b"x", "k", "t")
+            .await
+            .expect("send");
+        assert_eq!(sent.code, response_code::SUCCESS);
+        let r = c
+            .call(
+                RemotingCommand::request(request_code::GET_ALL_TOPIC_CONFIG),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("answered");
+        assert_eq!(r.code, response_code::SUCCESS, "{:?}", r.remark);
+        let json: serde_json::Value = serde_json::from_slice(&r.body).expect("json");
+        let table = &json["topicConfigTable"];
+        assert_eq!(table["CompatAllTopics"]["topicName"], "CompatAllTopics");
+        assert!(table["CompatAllTopics"]["writeQueueNums"].as_i64() > Some(0));
+        assert!(json["dataVersion"]["counter"].as_i64() > Some(0), "{json}");
+    });
+}
+
+#[test]
 fn stored_messages_carry_the_cluster_and_a_reply_reaches_the_requester() {
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start(dir.path(), "async");

@@ -38,6 +38,9 @@ request_codes! {
     UPDATE_CONSUMER_OFFSET = 15;
     /// Create or update a topic on a broker.
     UPDATE_AND_CREATE_TOPIC = 17;
+    /// Every topic config on a broker, with the table's version
+    /// (`mqadmin`, the dashboard, a slave syncing its topics).
+    GET_ALL_TOPIC_CONFIG = 21;
     /// Broker runtime statistics.
     GET_BROKER_RUNTIME_INFO = 28;
     /// Find the queue offset for a store time.

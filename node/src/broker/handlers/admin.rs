@@ -1,5 +1,5 @@
 //! Admin: `UPDATE_AND_CREATE_TOPIC`, `DELETE_TOPIC_IN_BROKER`,
-//! `GET_BROKER_RUNTIME_INFO`.
+//! `GET_ALL_TOPIC_CONFIG`, `GET_BROKER_RUNTIME_INFO`.
 
 use sluice_core::disk::Disk;
 use sluice_core::message::validate_topic;
@@ -56,6 +56,18 @@ pub(super) async fn delete_topic<D: Disk, C: Clock>(
         b.topics_updated().await;
     }
     Ok(RemotingCommand::success())
+}
+
+/// Every topic config with the table's version, as Apache's
+/// `TopicConfigSerializeWrapper`; Apache answers `SYSTEM_ERROR` for a table
+/// that cannot be encoded, and so does `?` here.
+pub(super) async fn all_topic_config<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    _: &RequestContext,
+    _: &RemotingCommand,
+) -> Reply {
+    let json = body::encode(&b.topics().snapshot(), "TopicConfigSerializeWrapper")?;
+    Ok(RemotingCommand::success().with_body(json))
 }
 
 pub(super) async fn runtime_info<D: Disk, C: Clock>(

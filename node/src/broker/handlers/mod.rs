@@ -77,6 +77,7 @@ fn table<D: Disk, C: Clock>() -> Vec<(i32, Route<Broker<D, C>>)> {
         (rc::UNLOCK_BATCH_MQ, route!(lock::unlock)),
         (rc::UPDATE_AND_CREATE_TOPIC, route!(admin::create_topic)),
         (rc::DELETE_TOPIC_IN_BROKER, route!(admin::delete_topic)),
+        (rc::GET_ALL_TOPIC_CONFIG, route!(admin::all_topic_config)),
         (rc::GET_BROKER_RUNTIME_INFO, route!(admin::runtime_info)),
         (
             rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
