@@ -12,6 +12,7 @@
 //! - `index`  — index files: `topic#key` and `UNIQ_KEY` to CommitLog offsets
 //! - `checkpoint` — the safe point recovery trusts
 //! - `buggify` — fault points for rare legal paths, inert outside the simulation
+//! - `stats`  — the store's figures and the shared latency histogram
 //! - `store`  — `MessageStore`, the broker's facade: put, get, query, recovery, retention
 
 pub mod clock;
@@ -26,6 +27,7 @@ pub mod consume_queue;
 pub mod index;
 pub mod offset;
 mod segment_chain;
+pub mod stats;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

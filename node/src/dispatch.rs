@@ -9,6 +9,10 @@
 //! [`Refusal`] into its response in one place, so handlers use `?` on a
 //! header that cannot be read or a store that refused.
 //!
+//! A table may carry an [`Observer`] (the broker's does): it reads the
+//! server's clock before and after every answer and records the request
+//! code, response code and latency, so no handler times itself.
+//!
 //! Adding a request code: its header (if any) in `sluice-net`, one handler
 //! function in the family's file, one `route!` line in the server's table,
 //! one test (docs/CONTRIBUTING.md walks through it).
@@ -17,6 +21,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_net::remoting::response_code;
 use sluice_net::rpc::HandlerFuture;
@@ -30,6 +35,17 @@ pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
 
 /// One request code's handler over the server state `S`.
 pub type Route<S> = for<'a> fn(&'a S, &'a RequestContext, &'a RemotingCommand) -> ReplyFuture<'a>;
+
+/// Hooks a table calls around every request it answers, over the server
+/// state: `now` reads the server's monotonic clock seam, `record` is told
+/// each answer's request code, response code and latency.
+pub struct Observer<S> {
+    /// The monotonic time now, from the server's clock.
+    pub now: fn(&S) -> Duration,
+    /// Records one answered request: `(state, request code, response
+    /// code, elapsed)`.
+    pub record: fn(&S, i32, i32, Duration),
+}
 
 /// A request answered with an error: its response code and remark (and,
 /// rarely, a header, as when a controller names its leader).
@@ -104,6 +120,7 @@ struct Table<S> {
     state: Arc<S>,
     routes: BTreeMap<i32, Route<S>>,
     server: &'static str,
+    observer: Option<Observer<S>>,
 }
 
 impl<S> Clone for Routes<S> {
@@ -117,6 +134,25 @@ impl<S: Send + Sync + 'static> Routes<S> {
     /// handler; `server` names it in logs. A code listed twice is a
     /// programming error, caught by the servers' table tests.
     pub fn new(server: &'static str, state: Arc<S>, routes: &[(i32, Route<S>)]) -> Self {
+        Self::build(server, state, routes, None)
+    }
+
+    /// As [`Routes::new`], with every answer reported to `observer`.
+    pub fn observed(
+        server: &'static str,
+        state: Arc<S>,
+        routes: &[(i32, Route<S>)],
+        observer: Observer<S>,
+    ) -> Self {
+        Self::build(server, state, routes, Some(observer))
+    }
+
+    fn build(
+        server: &'static str,
+        state: Arc<S>,
+        routes: &[(i32, Route<S>)],
+        observer: Option<Observer<S>>,
+    ) -> Self {
         let mut table = BTreeMap::new();
         for (code, route) in routes {
             let previous = table.insert(*code, *route);
@@ -126,6 +162,7 @@ impl<S: Send + Sync + 'static> Routes<S> {
             state,
             routes: table,
             server,
+            observer,
         }))
     }
 
@@ -138,6 +175,7 @@ impl<S: Send + Sync + 'static> Routes<S> {
     /// response, or `REQUEST_CODE_NOT_SUPPORTED` (Java's remark verbatim).
     pub async fn answer(&self, ctx: &RequestContext, request: &RemotingCommand) -> RemotingCommand {
         let table = &self.0;
+        let start = table.observer.as_ref().map(|o| (o.now)(&table.state));
         let reply = match table.routes.get(&request.code) {
             Some(route) => route(&table.state, ctx, request).await,
             None => Err(Refusal::new(
@@ -146,6 +184,10 @@ impl<S: Send + Sync + 'static> Routes<S> {
             )),
         };
         let response = reply.unwrap_or_else(Refusal::into_response);
+        if let (Some(o), Some(start)) = (&table.observer, start) {
+            let elapsed = (o.now)(&table.state).saturating_sub(start);
+            (o.record)(&table.state, request.code, response.code, elapsed);
+        }
         if response.code != response_code::SUCCESS {
             tracing::debug!(
                 server = table.server,

@@ -10,7 +10,7 @@ pub(crate) mod scan;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -24,6 +24,7 @@ use crate::message::{
 };
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::SegmentChain;
+use crate::stats::StoreStats;
 use group_commit::GroupCommit;
 use scan::{step_in, Step};
 
@@ -75,6 +76,7 @@ pub struct CommitLog<D: Disk, C: Clock> {
     writer: Mutex<Writer>,
     written: AtomicU64,
     durability: GroupCommit,
+    stats: Arc<StoreStats>,
     /// A follower's log is a byte-for-byte copy of its master's: it never
     /// writes pads of its own.
     follower: AtomicBool,
@@ -101,6 +103,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             }),
             written: AtomicU64::new(0),
             durability: GroupCommit::new(0),
+            stats: Arc::default(),
             follower: AtomicBool::new(false),
         })
     }
@@ -151,6 +154,11 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// Number of syncs issued by group commit so far.
     pub fn sync_count(&self) -> u64 {
         self.durability.syncs()
+    }
+
+    /// The log's fsync figures (shared, so a process's stats can hold them).
+    pub fn stats(&self) -> &Arc<StoreStats> {
+        &self.stats
     }
 
     /// Fails once a sync has failed: the log is fenced.
@@ -290,9 +298,18 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             .wait(
                 end.0,
                 || self.pad_to_sector(),
-                |from, to| self.chain.sync(from, to),
+                |from, to| self.timed_sync(from, to),
             )
             .await
+    }
+
+    /// Syncs `[from, to)`, recording the fsync in the log's stats.
+    async fn timed_sync(&self, from: u64, to: u64) -> Result<()> {
+        let start = self.clock.monotonic();
+        let result = self.chain.sync(from, to).await;
+        let elapsed = self.clock.monotonic().saturating_sub(start);
+        self.stats.record_sync(to - from, elapsed);
+        result
     }
 
     /// After recovery: pads the log to a sector boundary and syncs the pad,

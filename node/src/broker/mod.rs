@@ -18,6 +18,7 @@ mod offsets;
 mod register;
 pub mod response;
 mod schedule;
+pub mod stats;
 pub mod timer;
 mod topics;
 pub mod transaction;
@@ -32,6 +33,7 @@ pub use locks::LockTable;
 pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
 pub use schedule::{DelayProgress, DELAY_OFFSETS_FILE};
+pub use stats::{BrokerStats, BrokerStatsSnapshot, LatencySummary};
 pub use timer::{Timers, TIMER_PROGRESS_FILE, TIMER_TOPIC};
 pub use topics::{topic_config, TopicTable, DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE};
 pub use transaction::{Transactions, TRANSACTIONS_FILE};
@@ -77,6 +79,7 @@ pub struct Broker<D: Disk, C: Clock> {
     groups_persist: tokio::sync::Mutex<()>,
     transactions: Transactions,
     ha: Option<Replication>,
+    stats: BrokerStats,
 }
 
 /// The replication state of a broker of a replicated group.
@@ -157,7 +160,12 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .advertised()
             .parse()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let stats = BrokerStats::new(
+            handlers::codes::<D, C>(),
+            Arc::clone(store.commit_log().stats()),
+        );
         let broker = Arc::new(Self {
+            stats,
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,
@@ -367,6 +375,11 @@ impl<D: Disk, C: Clock> Broker<D, C> {
 
     pub(crate) fn disk(&self) -> &D {
         &self.disk
+    }
+
+    /// The broker's figures: counters, gauges and latency histograms.
+    pub fn stats(&self) -> &BrokerStats {
+        &self.stats
     }
 
     pub(crate) fn clock(&self) -> &C {

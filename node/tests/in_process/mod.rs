@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test binary uses a subset")]
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,6 +27,8 @@ use crate::support::{split_records, Client, Pulled};
 /// A broker serving in this process.
 pub struct Running {
     pub addr: String,
+    /// The broker itself, for assertions on its state (e.g. its stats).
+    pub broker: Arc<Broker<MmapDisk, SystemClock>>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<sluice_node::Result<()>>,
 }
@@ -56,7 +59,7 @@ pub async fn start(dir: &Path, config: BrokerConfig) -> Running {
         .expect("open broker");
     let (stop, stopped) = oneshot::channel::<()>();
     let (bound_tx, bound) = oneshot::channel();
-    let task = tokio::spawn(broker.serve(
+    let task = tokio::spawn(Arc::clone(&broker).serve(
         TokioTransport,
         async move {
             let _ = stopped.await;
@@ -66,7 +69,12 @@ pub async fn start(dir: &Path, config: BrokerConfig) -> Running {
         },
     ));
     let addr = bound.await.expect("broker bound").to_string();
-    Running { addr, stop, task }
+    Running {
+        addr,
+        broker,
+        stop,
+        task,
+    }
 }
 
 impl Running {

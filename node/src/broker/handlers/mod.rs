@@ -31,14 +31,28 @@ use sluice_net::RemotingCommand;
 pub use reply::reply_topic;
 
 use super::Broker;
-use crate::dispatch::{route, Route, Routes};
+use crate::dispatch::{route, Observer, Route, Routes};
 
 /// The broker's request table.
 pub type BrokerRoutes<D, C> = Routes<Broker<D, C>>;
 
-/// The broker's request table serving `broker`.
+/// The broker's request table serving `broker`; every answer's latency
+/// and response code go to the broker's stats.
 pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C> {
-    Routes::new("broker", broker, &table())
+    let observer = Observer {
+        now: |b: &Broker<D, C>| b.clock().monotonic(),
+        record: |b: &Broker<D, C>, code, response, elapsed| {
+            b.stats().request(code, response, elapsed);
+        },
+    };
+    Routes::observed("broker", broker, &table(), observer)
+}
+
+/// The request codes the broker serves, ascending.
+pub(super) fn codes<D: Disk, C: Clock>() -> Vec<i32> {
+    let mut codes: Vec<i32> = table::<D, C>().into_iter().map(|(c, _)| c).collect();
+    codes.sort_unstable();
+    codes
 }
 
 /// Every request code the broker serves, each routed to its handler once.

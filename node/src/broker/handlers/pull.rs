@@ -76,11 +76,15 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             // A legal rare answer: the hold ends early with nothing found.
             && !sluice_core::buggify!()
         {
+            let _held = b.stats().pull_suspended();
             tokio::select! {
                 () = &mut arrived => continue,
                 () = tokio::time::sleep_until(deadline) => continue,
             }
         }
+        let bytes: usize = got.messages.iter().map(bytes::Bytes::len).sum();
+        b.stats()
+            .messages_out(got.messages.len() as u64, bytes as u64);
         return Ok(respond(code, &got, topic_sys_flag, group_sys_flag));
     }
 }

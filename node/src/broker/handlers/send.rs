@@ -235,6 +235,11 @@ async fn send_one<D: Disk, C: Clock>(
         })?;
     }
     let a = b.store().put(msg, wait).await?;
+    b.stats().message_in(u64::from(a.size));
+    if !may_delay {
+        // Only a dead letter is stored with delays off.
+        b.stats().sent_to_dlq();
+    }
     let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
     let q = a.queue_offset.to_wire();
     let stored =
@@ -274,6 +279,9 @@ async fn send_batch<D: Disk, C: Clock>(
         })
         .collect();
     let appended = b.store().put_batch(msgs, wait).await?;
+    for a in &appended {
+        b.stats().message_in(u64::from(a.size));
+    }
     let host = b.store_host();
     let ids: Vec<String> = appended
         .iter()

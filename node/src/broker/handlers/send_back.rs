@@ -110,6 +110,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         .await
         .map_err(|e| Refusal::system_error(format!("[sluice] {}", e.0)))?;
     b.store().put(msg, true).await?;
+    if target == SendBackTarget::DeadLetter {
+        b.stats().sent_to_dlq();
+    }
     Ok(RemotingCommand::success())
 }
 

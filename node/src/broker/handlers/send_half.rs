@@ -59,6 +59,7 @@ pub(super) async fn send_half<D: Disk, C: Clock>(
         )
     })?;
     let a = b.store().put(msg, wait).await?;
+    b.stats().message_in(u64::from(a.size));
     let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
     let q = a.queue_offset.to_wire();
     let mut header = SendMessageResponseHeader::new(id, queue_id, q);

@@ -1,0 +1,127 @@
+//! The broker's stats count what it did, exactly: messages and bytes in at
+//! the send handlers, out at the pull handler, every request timed by code
+//! in the request table, refusals counted, group-commit fsyncs read from
+//! the store; and `GET_BROKER_RUNTIME_INFO` serialises the same snapshot
+//! under RocketMQ's keys next to the ones it already wrote.
+
+mod in_process;
+mod support;
+
+use std::time::Duration;
+
+use in_process::{config, send, start};
+use sluice_core::FlushMode;
+use sluice_net::body::{self, KvTable};
+use sluice_net::remoting::request_code;
+use sluice_net::RemotingCommand;
+use support::Client;
+
+const TOPIC: &str = "StatsT";
+const MESSAGES: u64 = 7;
+
+async fn runtime_info(c: &Client) -> KvTable {
+    let r = c
+        .call(
+            RemotingCommand::request(request_code::GET_BROKER_RUNTIME_INFO),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("runtime info");
+    assert_eq!(r.code, 0, "{:?}", r.remark);
+    body::decode(&r.body, "KvTable").expect("kv table")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_count_sent_and_pulled_messages_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config();
+    cfg.store.flush_mode = FlushMode::Sync;
+    let running = start(dir.path(), cfg).await;
+    let c = Client::new(&running.addr);
+    for i in 0..MESSAGES {
+        send(&c, TOPIC, 0, format!("stats-{i}").as_bytes(), &[]).await;
+    }
+    let pulled = c.drain(TOPIC, 0).await;
+    assert_eq!(pulled.len() as u64, MESSAGES);
+    let stored_bytes: u64 = pulled.iter().map(|r| u64::from(r.total_size)).sum();
+
+    let snap = running.broker.stats().snapshot();
+    assert_eq!(snap.messages_in_total, MESSAGES);
+    assert_eq!(snap.bytes_in_total, stored_bytes);
+    assert_eq!(snap.messages_out_total, MESSAGES);
+    assert_eq!(snap.bytes_out_total, stored_bytes);
+    assert_eq!(snap.send_to_dlq_messages_total, 0);
+    assert_eq!(snap.requests_refused_total, 0);
+    let sends = &snap.rpc_latency_us[&request_code::SEND_MESSAGE_V2];
+    assert_eq!(sends.count, MESSAGES);
+    let pulls = snap.rpc_latency_us[&request_code::PULL_MESSAGE].count;
+    // Every pull that found messages, plus the one that found none.
+    assert!(pulls >= 2, "{pulls} pulls timed");
+    assert_eq!(snap.requests_total, MESSAGES + pulls);
+    // SYNC flush: every send waited on a group-commit fsync.
+    assert!(snap.store_syncs_total >= 1);
+    assert!(snap.store_syncs_total <= MESSAGES);
+    assert_eq!(snap.store_fsync_latency_us.count, snap.store_syncs_total);
+    assert!(snap.store_synced_bytes_total >= stored_bytes);
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_requests_are_counted_once_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path(), config()).await;
+    let c = Client::new(&running.addr);
+    // A code no handler serves is refused and timed as unrouted.
+    let r = c
+        .call(RemotingCommand::request(9_999), Duration::from_secs(5))
+        .await
+        .expect("answer");
+    assert_ne!(r.code, 0);
+    let snap = running.broker.stats().snapshot();
+    assert_eq!(snap.requests_total, 1);
+    assert_eq!(snap.requests_refused_total, 1);
+    assert_eq!(snap.rpc_latency_unrouted_us.count, 1);
+    assert_eq!(snap.messages_in_total, 0);
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_info_serialises_the_snapshot_under_rocketmq_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path(), config()).await;
+    let c = Client::new(&running.addr);
+    for i in 0..MESSAGES {
+        send(&c, TOPIC, 0, format!("info-{i}").as_bytes(), &[]).await;
+    }
+    let pulled = c.drain(TOPIC, 0).await;
+    let stored_bytes: u64 = pulled.iter().map(|r| u64::from(r.total_size)).sum();
+    let kv = runtime_info(&c).await.table;
+    let get = |k: &str| kv.get(k).unwrap_or_else(|| panic!("{k} missing")).clone();
+    assert_eq!(get("msgPutTotalTodayNow"), MESSAGES.to_string());
+    assert_eq!(get("msgGetTotalTodayNow"), MESSAGES.to_string());
+    assert_eq!(get("putMessageTimesTotal"), MESSAGES.to_string());
+    assert_eq!(get("putMessageSizeTotal"), stored_bytes.to_string());
+    let average: f64 = get("putMessageAverageSize").parse().expect("a number");
+    #[expect(clippy::cast_precision_loss, reason = "small test figures")]
+    let expected = stored_bytes as f64 / MESSAGES as f64;
+    assert!((average - expected).abs() < 1e-9, "{average} != {expected}");
+    let json: serde_json::Value = serde_json::from_str(&get("sluiceStats")).expect("json");
+    assert_eq!(json["messages_in_total"], MESSAGES);
+    assert_eq!(json["bytes_out_total"], stored_bytes);
+    // The keys written before the stats existed are all still there.
+    for key in [
+        "brokerVersionDesc",
+        "commitLogMinOffset",
+        "commitLogMaxOffset",
+        "commitLogDurableOffset",
+        "groupCommitSyncs",
+        "topicCount",
+        "consumerGroupCount",
+        "sluicePendingHalfMessages",
+        "sluicePendingTimers",
+        "brokerRole",
+    ] {
+        assert!(kv.contains_key(key), "{key} missing");
+    }
+    running.shutdown().await;
+}
