@@ -38,7 +38,7 @@ pub fn bucket_index(value: u64) -> usize {
     if value < 2 * SUB_BUCKETS {
         return usize::try_from(value).expect("invariant: below 8");
     }
-    let msb = 63 - value.leading_zeros();
+    let msb = value.ilog2();
     let sub = (value >> (msb - SUB_BITS)) & (SUB_BUCKETS - 1);
     let index = u64::from(msb - SUB_BITS + 1) * SUB_BUCKETS + sub;
     usize::try_from(index).expect("invariant: below 252")
@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn small_values_have_exact_buckets_and_larger_ones_quarter_octaves() {
         for v in 0..8 {
-            assert_eq!(bucket_index(v), usize::try_from(v).unwrap());
+            assert_eq!(bucket_index(v), usize::try_from(v).expect("small"));
             assert_eq!(bucket_upper(bucket_index(v)), v);
         }
         // 8..=9, 10..=11, 12..=13, 14..=15, then 16..=19.

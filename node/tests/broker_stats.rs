@@ -12,6 +12,7 @@ use std::time::Duration;
 use in_process::{config, send, start};
 use sluice_core::FlushMode;
 use sluice_net::body::{self, KvTable};
+use sluice_net::header::SendMessageRequestHeaderV2;
 use sluice_net::remoting::request_code;
 use sluice_net::RemotingCommand;
 use support::Client;
@@ -82,6 +83,47 @@ async fn refused_requests_are_counted_once_each() {
     assert_eq!(snap.requests_refused_total, 1);
     assert_eq!(snap.rpc_latency_unrouted_us.count, 1);
     assert_eq!(snap.messages_in_total, 0);
+    running.shutdown().await;
+}
+
+/// A retry send whose attempts are used up (3 of at most 2).
+fn exhausted_retry() -> RemotingCommand {
+    let h = SendMessageRequestHeaderV2 {
+        a: "test-producer".into(),
+        b: "%RETRY%stats-group".into(),
+        c: "TBW102".into(),
+        d: 4,
+        e: 0,
+        f: 0,
+        g: 1_700_000_000_000,
+        h: 0,
+        i: Some(String::new()),
+        j: Some(3),
+        k: Some(false),
+        l: Some(2),
+        m: Some(false),
+        n: None,
+    };
+    RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &h)
+        .with_body(bytes::Bytes::from_static(b"dead"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_retry_send_counts_one_dead_letter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let running = start(dir.path(), config()).await;
+    let c = Client::new(&running.addr);
+    let r = c
+        .call(exhausted_retry(), Duration::from_secs(5))
+        .await
+        .expect("send");
+    assert_eq!(r.code, 0, "{:?}", r.remark);
+    send(&c, TOPIC, 0, b"alive", &[]).await;
+    let snap = running.broker.stats().snapshot();
+    assert_eq!(snap.send_to_dlq_messages_total, 1);
+    assert_eq!(snap.messages_in_total, 2);
+    let dead = c.drain("%DLQ%stats-group", 0).await;
+    assert_eq!(dead.len(), 1, "the dead letter is in the DLQ");
     running.shutdown().await;
 }
 

@@ -12,7 +12,7 @@ use sluice_net::remoting::response_code;
 use sluice_net::{
     RemotingCommand, RequestContext, RpcClient, RpcConfig, RpcServer, TokioTransport,
 };
-use sluice_node::dispatch::{Refusal, Reply, Route, Routes};
+use sluice_node::dispatch::{Observer, Refusal, Reply, Route, Routes};
 
 struct Counter {
     calls: std::sync::atomic::AtomicU32,
@@ -112,4 +112,51 @@ async fn an_unknown_code_is_answered_as_apache_answers_it() {
         Some(" request type 4242 not supported")
     );
     assert_eq!(state.calls.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+/// A server state with a clock that moves 5 ms per reading and a log of
+/// what the table's observer was told.
+#[derive(Default)]
+struct Observed {
+    ticks: std::sync::atomic::AtomicU64,
+    seen: std::sync::Mutex<Vec<(i32, i32, Duration)>>,
+}
+
+async fn ok(_: &Observed, _: &RequestContext, _: &RemotingCommand) -> Reply {
+    Ok(RemotingCommand::success())
+}
+
+#[tokio::test]
+async fn an_observed_table_reports_every_answer_with_its_latency() {
+    let state = Arc::new(Observed::default());
+    let table: &[(i32, Route<Observed>)] = &[(7, |s, c, r| Box::pin(ok(s, c, r)))];
+    let observer = Observer {
+        now: |s: &Observed| {
+            let n = s.ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Duration::from_millis(5 * n)
+        },
+        record: |s: &Observed, code, response, elapsed| {
+            s.seen
+                .lock()
+                .expect("not poisoned")
+                .push((code, response, elapsed));
+        },
+    };
+    let routes = Routes::observed("test", Arc::clone(&state), table, observer);
+    let server = RpcServer::bind(&TokioTransport, "127.0.0.1:0", RpcConfig::default(), routes)
+        .await
+        .expect("bind");
+    let addr = server.local_addr().to_string();
+    let client = RpcClient::new(TokioTransport, RpcConfig::default());
+    call(&client, &addr, RemotingCommand::request(7)).await;
+    call(&client, &addr, RemotingCommand::request(8)).await;
+    let seen = state.seen.lock().expect("not poisoned").clone();
+    let five = Duration::from_millis(5);
+    assert_eq!(
+        seen,
+        vec![
+            (7, response_code::SUCCESS, five),
+            (8, response_code::REQUEST_CODE_NOT_SUPPORTED, five),
+        ]
+    );
 }

@@ -160,12 +160,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .advertised()
             .parse()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let stats = BrokerStats::new(
-            handlers::codes::<D, C>(),
-            Arc::clone(store.commit_log().stats()),
-        );
         let broker = Arc::new(Self {
-            stats,
+            stats: handlers::stats(&store),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,

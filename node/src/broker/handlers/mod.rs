@@ -23,14 +23,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::disk::Disk;
-use sluice_core::Clock;
+use sluice_core::{Clock, MessageStore};
 use sluice_net::header::NotifyConsumerIdsChangedRequestHeader;
 use sluice_net::remoting::request_code as rc;
 use sluice_net::RemotingCommand;
 
 pub use reply::reply_topic;
 
-use super::Broker;
+use super::{Broker, BrokerStats};
 use crate::dispatch::{route, Observer, Route, Routes};
 
 /// The broker's request table.
@@ -48,11 +48,11 @@ pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C
     Routes::observed("broker", broker, &table(), observer)
 }
 
-/// The request codes the broker serves, ascending.
-pub(super) fn codes<D: Disk, C: Clock>() -> Vec<i32> {
-    let mut codes: Vec<i32> = table::<D, C>().into_iter().map(|(c, _)| c).collect();
-    codes.sort_unstable();
-    codes
+/// Stats with a latency histogram for every code the broker serves,
+/// reading the store's figures from `store`.
+pub(super) fn stats<D: Disk, C: Clock>(store: &MessageStore<D, C>) -> BrokerStats {
+    let codes = table::<D, C>().into_iter().map(|(code, _)| code);
+    BrokerStats::new(codes, Arc::clone(store.commit_log().stats()))
 }
 
 /// Every request code the broker serves, each routed to its handler once.
