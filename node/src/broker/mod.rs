@@ -82,24 +82,6 @@ pub struct Broker<D: Disk, C: Clock> {
     stats: BrokerStats,
 }
 
-/// The replication state of a broker of a replicated group.
-fn replication_of(
-    config: &BrokerConfig,
-    rc: &ReplicationConfig,
-    epochs: ha::EpochHistory,
-) -> Result<Replication> {
-    let me = u64::try_from(config.broker_id)
-        .map_err(|_| Error::Config(format!("broker_id {} is negative", config.broker_id)))?;
-    if me == 0 && !rc.controller_addrs.is_empty() {
-        return Err(Error::Config(
-            "with controllers, every broker of the group needs a broker_id of 1 \
-             or more (the master registers as 0 whichever it is)"
-                .to_owned(),
-        ));
-    }
-    Ok(Replication::new(rc.clone(), me, epochs))
-}
-
 impl<D: Disk, C: Clock> Broker<D, C> {
     /// Opens the broker's store (recovering it) and metadata.
     pub async fn open(disk: D, clock: C, mut config: BrokerConfig) -> Result<Arc<Self>> {
@@ -139,7 +121,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             Some(rc) => {
                 let epochs = ha::EpochHistory::load(read(ha::EPOCHS_FILE)?.as_deref())
                     .map_err(|r| meta_err(ha::EPOCHS_FILE, r))?;
-                Some(replication_of(&config, rc, epochs)?)
+                Some(ha::replication_of(&config, rc, epochs)?)
             }
             None => None,
         };
@@ -187,12 +169,10 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         // Replies of request-reply go to the cluster's reply topic, which
         // Apache's broker creates at start-up (one queue, read-write):
         // responders' producers route to it without auto-creation.
-        broker.topics.ensure(
-            &handlers::reply_topic(&broker.config.cluster_name),
-            1,
-            PERM_READ | PERM_WRITE,
-            broker.now_ms(),
-        );
+        let reply = handlers::reply_topic(&broker.config.cluster_name);
+        broker
+            .topics
+            .ensure(&reply, 1, PERM_READ | PERM_WRITE, broker.now_ms());
         if let Some(ha) = broker.replication() {
             let me = Arc::downgrade(&broker);
             broker.store.set_append_listener(Arc::new(move |end| {

@@ -365,3 +365,21 @@ impl Replication {
             .unwrap_or(Err(ReplicaAckError::Timeout))
     }
 }
+
+/// The replication state of a broker of a replicated group.
+pub(crate) fn replication_of(
+    config: &super::BrokerConfig,
+    rc: &ReplicationConfig,
+    epochs: EpochHistory,
+) -> crate::Result<Replication> {
+    let me = u64::try_from(config.broker_id)
+        .map_err(|_| crate::Error::Config(format!("broker_id {} is negative", config.broker_id)))?;
+    if me == 0 && !rc.controller_addrs.is_empty() {
+        return Err(crate::Error::Config(
+            "with controllers, every broker of the group needs a broker_id of 1 \
+             or more (the master registers as 0 whichever it is)"
+                .to_owned(),
+        ));
+    }
+    Ok(Replication::new(rc.clone(), me, epochs))
+}

@@ -77,7 +77,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             body: req.body.clone(),
             ..template
         };
-        send_one(b, msg, parsed.as_mut().filter(|_| !to_dlq), wait).await?
+        send_one(b, msg, parsed.as_mut(), to_dlq, wait).await?
     };
     // Apache's 5.x broker names the message's UNIQ_KEY (a batch's own key)
     // as `transactionId` in every answer to a stored send. `batchUniqId` is
@@ -211,15 +211,16 @@ fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, Ref
 
 /// Stores one message, first diverting it to the timer or schedule topic
 /// when it asks for a delivery time or a delay and has `props` (its parsed
-/// properties; none for dead letters, which are never delayed).
+/// properties) — unless it is a dead letter (`to_dlq`), never delayed.
 async fn send_one<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     mut msg: MessageInput,
     props: Option<&mut Properties>,
+    to_dlq: bool,
     wait: bool,
 ) -> Reply {
     let queue_id = msg.queue_id;
-    if let Some(props) = props {
+    if let Some(props) = props.filter(|_| !to_dlq) {
         // Timer properties win over a delay level (the level is dropped).
         b.divert_timer(&mut msg, props).await.map_err(|e| {
             Refusal::new(
@@ -236,8 +237,7 @@ async fn send_one<D: Disk, C: Clock>(
     }
     let a = b.store().put(msg, wait).await?;
     b.stats().message_in(u64::from(a.size));
-    if !may_delay {
-        // Only a dead letter is stored with delays off.
+    if to_dlq {
         b.stats().sent_to_dlq();
     }
     let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
