@@ -3,6 +3,8 @@
 //! mapped files, the system clock) and calls the library.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sluice_core::disk::MmapDisk;
@@ -225,10 +227,22 @@ async fn run_broker(
     std::fs::create_dir_all(&data_dir)?;
     let disk = MmapDisk::new(&data_dir)?;
     let broker = Broker::open(disk, SystemClock::new(), config).await?;
+    let registered = Arc::clone(&broker);
     broker
-        .serve(TokioTransport, wait(stop), |addr| {
-            // A line scripts can wait for.
-            println!("sluice broker listening on {addr}");
+        .serve(TokioTransport, wait(stop), move |addr| {
+            // A line scripts can wait for: printed once a name server has
+            // the broker's routes (or after 10 s without one, with a
+            // warning), so a client started on it does not miss the route.
+            tokio::spawn(async move {
+                let first = registered.first_registration();
+                if tokio::time::timeout(Duration::from_secs(10), first)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("no name server accepted the registration within 10 s");
+                }
+                println!("sluice broker listening on {addr}");
+            });
         })
         .await?;
     Ok(())

@@ -47,7 +47,7 @@ use sluice_core::disk::Disk;
 use sluice_core::{Clock, CommitLogOffset, MessageStore};
 use sluice_net::body::SubscriptionGroupConfig;
 use sluice_net::{RpcConfig, RpcServer, Transport};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
 
@@ -67,7 +67,7 @@ pub struct Broker<D: Disk, C: Clock> {
     clients: ClientRegistry,
     arrivals: Arc<ArrivalSignals>,
     store_host: RwLock<SocketAddr>,
-    topics_changed: Notify,
+    registration: register::Signals,
     send_permits: Semaphore,
     delay_levels: DelayLevels,
     delay_progress: DelayProgress,
@@ -163,7 +163,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             clients: ClientRegistry::default(),
             arrivals,
             store_host: RwLock::new(store_host),
-            topics_changed: Notify::new(),
+            registration: register::Signals::default(),
             ha,
         });
         // Replies of request-reply go to the cluster's reply topic, which
@@ -256,7 +256,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         ha.set_role(Role::Master { epoch });
         ha::publish_gate(self, ha);
         tracing::info!(epoch, start, "master of the broker group");
-        self.topics_changed.notify_one();
+        self.registration.topics_changed.notify_one();
         Ok(())
     }
 
@@ -268,7 +268,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         };
         self.store.become_follower();
         ha.set_role(Role::Replica { master_ha });
-        self.topics_changed.notify_one();
+        self.registration.topics_changed.notify_one();
     }
 
     /// The store.
@@ -383,7 +383,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         {
             tracing::warn!(error = %e, "could not persist topics.json");
         }
-        self.topics_changed.notify_one();
+        self.registration.topics_changed.notify_one();
     }
 
     /// Writes consumer offsets if they changed.

@@ -17,6 +17,37 @@ use tokio::task::JoinSet;
 
 use super::Broker;
 
+/// What registration listens to and tells: topic changes (register now)
+/// and whether some name server has accepted a registration yet.
+pub(super) struct Signals {
+    pub(super) topics_changed: tokio::sync::Notify,
+    registered: watch::Sender<bool>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self {
+            topics_changed: tokio::sync::Notify::new(),
+            registered: watch::channel(false).0,
+        }
+    }
+}
+
+impl<D: Disk, C: Clock> Broker<D, C> {
+    /// Returns once some name server has accepted this broker's
+    /// registration (at once without name servers), so a client routed
+    /// by a name server finds the broker's topics. A process prints its
+    /// "listening" line after this, or after a bounded wait.
+    pub async fn first_registration(&self) {
+        if self.config.namesrv_addrs.is_empty() {
+            return;
+        }
+        let mut rx = self.registration.registered.subscribe();
+        // An error means the broker is gone: nothing to wait for.
+        let _ = rx.wait_for(|done| *done).await;
+    }
+}
+
 /// RocketMQ's registration timeout.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
 
@@ -41,7 +72,7 @@ pub(super) async fn run<D: Disk, C: Clock, T: Transport>(broker: Arc<Broker<D, C
         loops.spawn(registering);
     }
     loop {
-        broker.topics_changed.notified().await;
+        broker.registration.topics_changed.notified().await;
         changed.send_replace(());
     }
 }
@@ -113,6 +144,7 @@ async fn register_with<D: Disk, C: Clock, T: Transport>(
     match client.invoke(ns, cmd, REGISTER_TIMEOUT).await {
         Ok(r) if r.code == response_code::SUCCESS => {
             tracing::debug!(namesrv = %ns, "registered");
+            broker.registration.registered.send_replace(true);
         }
         Ok(r) => {
             tracing::warn!(namesrv = %ns, code = r.code, remark = ?r.remark, "registration refused");
