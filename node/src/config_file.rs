@@ -38,13 +38,20 @@
 //! ack_timeout_ms = 3000               # then FLUSH_SLAVE_TIMEOUT
 //! not_caught_up_ms = 15000            # a replica this far behind leaves the in-sync set
 //! controller_heartbeat_ms = 1000
+//! group_secret_file = "/etc/sluice/group.secret"   # or group_secret = "..." (16+ bytes):
+//!                                     # replicas prove it before they get one byte of the log
+//! controller_secret_file = "/etc/sluice/cluster.secret" # or controller_secret: the
+//!                                     # controllers' --cluster-secret, proven to them
 //! ```
+
+use std::path::Path;
 
 use serde::Deserialize;
 use sluice_core::FlushMode;
 
 use crate::broker::{BrokerConfig, ReplicationConfig, ReplicationMode};
 use crate::error::{Error, Result};
+use crate::peer_auth::{process_salt, SharedSecret};
 
 /// The `[replication]` table; absent fields keep their defaults.
 #[derive(Debug, Default, Deserialize)]
@@ -68,6 +75,23 @@ pub struct ReplicationFile {
     pub not_caught_up_ms: Option<u64>,
     /// Heartbeat period to the controllers.
     pub controller_heartbeat_ms: Option<u64>,
+    /// The group's shared secret, inline.
+    pub group_secret: Option<String>,
+    /// A file holding the group's shared secret.
+    pub group_secret_file: Option<String>,
+    /// The controllers' cluster secret, inline.
+    pub controller_secret: Option<String>,
+    /// A file holding the controllers' cluster secret.
+    pub controller_secret_file: Option<String>,
+}
+
+/// A secret from an inline value or a file (not both), salted for this
+/// process.
+fn secret(what: &str, value: Option<&str>, file: Option<&str>) -> Result<Option<SharedSecret>> {
+    Ok(
+        SharedSecret::from_value_or_file(what, value, file.map(Path::new))?
+            .map(|s| s.salted(process_salt())),
+    )
 }
 
 impl ReplicationFile {
@@ -84,6 +108,16 @@ impl ReplicationFile {
                 }
             };
         }
+        r.group_secret = secret(
+            "replication.group_secret",
+            self.group_secret.as_deref(),
+            self.group_secret_file.as_deref(),
+        )?;
+        r.controller_secret = secret(
+            "replication.controller_secret",
+            self.controller_secret.as_deref(),
+            self.controller_secret_file.as_deref(),
+        )?;
         r.ha_listen = self.ha_listen;
         r.ha_advertised = self.ha_advertised;
         r.master_ha_addr = self.master_ha_addr;
@@ -326,6 +360,33 @@ mod tests {
         let bad = BrokerFile::parse("[replication]\nmode = \"sometimes\"\n").expect("parses");
         assert!(bad.into_config().is_err());
         assert!(BrokerFile::parse("[replication]\nmood = \"sync\"\n").is_err());
+    }
+
+    #[test]
+    fn replication_secrets_come_inline_or_from_a_file_never_both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cluster.secret");
+        std::fs::write(&path, "cluster-secret-0123456789\n").expect("write");
+        let toml = format!(
+            "[replication]\ngroup_secret = \"group-secret-0123456789\"\n\
+             controller_secret_file = {:?}\n",
+            path.display().to_string()
+        );
+        let (c, _) = BrokerFile::parse(&toml)
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        let r = c.replication.expect("replication on");
+        let group = SharedSecret::new("group-secret-0123456789").expect("secret");
+        let cluster = SharedSecret::new("cluster-secret-0123456789").expect("secret");
+        let salt = |s: &SharedSecret| s.clone().salted(0);
+        assert_eq!(r.group_secret.as_ref().map(salt), Some(group));
+        assert_eq!(r.controller_secret.as_ref().map(salt), Some(cluster));
+        let both = format!("{toml}controller_secret = \"cluster-secret-0123456789\"\n");
+        let both = BrokerFile::parse(&both).expect("parses");
+        assert!(both.into_config().is_err(), "a secret and a file");
+        let short = BrokerFile::parse("[replication]\ngroup_secret = \"short\"\n").expect("parses");
+        assert!(short.into_config().is_err(), "a short secret");
     }
 
     #[test]

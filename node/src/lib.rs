@@ -11,6 +11,8 @@
 //! - [`dispatch`]: one request shape for all three servers: a handler per
 //!   code in one [`dispatch::Routes`] table, refusals answered in one place.
 //! - [`config_file`]: the broker's TOML configuration file.
+//! - [`peer_auth`]: the shared-secret challenge-response that guards the
+//!   replication and controller ports.
 //! - [`error`]: the crate's `Error`.
 //! - `testing` (feature `testing` only): `SimClock`, the simulated clock.
 
@@ -20,6 +22,7 @@ pub mod controller;
 pub mod dispatch;
 pub mod error;
 pub mod namesrv;
+pub mod peer_auth;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use sluice_core::disk::MmapDisk;
 use sluice_core::SystemClock;
 use sluice_net::TokioTransport;
@@ -14,6 +14,7 @@ use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::config_file::{parse_flush_mode, BrokerFile};
 use sluice_node::controller::{parse_peers, Controller, ControllerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
+use sluice_node::peer_auth::{process_salt, SharedSecret};
 use tokio::sync::watch;
 
 #[derive(Parser)]
@@ -40,9 +41,8 @@ enum Command {
         /// Data directory for the controller's raft state.
         #[arg(long, default_value = "./sluice-controller")]
         controller_data_dir: PathBuf,
-        /// A broker silent this long is failed over.
-        #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
-        broker_timeout_ms: u64,
+        #[command(flatten)]
+        opts: ControllerOpts,
     },
     /// A broker configured by a TOML file.
     Broker {
@@ -64,9 +64,8 @@ enum Command {
         /// Data directory for the raft state, created if missing.
         #[arg(long, default_value = "./sluice-controller")]
         data_dir: PathBuf,
-        /// A broker silent this long is failed over.
-        #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
-        broker_timeout_ms: u64,
+        #[command(flatten)]
+        opts: ControllerOpts,
     },
     /// A name server and a broker in one process, on an embedded data dir.
     /// The broker takes its settings from `--config` (a broker TOML file,
@@ -95,6 +94,22 @@ enum Command {
     },
 }
 
+/// A controller's settings beyond its identity and peers.
+#[derive(Args)]
+struct ControllerOpts {
+    /// A broker silent this long is failed over.
+    #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
+    broker_timeout_ms: u64,
+    /// The cluster secret (16+ bytes) every peer controller and broker
+    /// must prove on its connections; brokers give it as `[replication]
+    /// controller_secret`. Prefer the file or the environment variable.
+    #[arg(long, env = "SLUICE_CLUSTER_SECRET", hide_env_values = true)]
+    cluster_secret: Option<String>,
+    /// A file holding the cluster secret.
+    #[arg(long)]
+    cluster_secret_file: Option<PathBuf>,
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -117,7 +132,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             controller_id,
             controller_peers,
             controller_data_dir,
-            broker_timeout_ms,
+            opts,
         } => {
             let config = NameServerConfig {
                 listen_addr: listen,
@@ -125,10 +140,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             };
             let ns = NameServer::start(config, SystemClock::new(), &TokioTransport).await?;
             let controller = match (controller_id, controller_peers) {
-                (Some(id), Some(peers)) => Some(
-                    start_controller(id, &peers, None, &controller_data_dir, broker_timeout_ms)
-                        .await?,
-                ),
+                (Some(id), Some(peers)) => {
+                    Some(start_controller(id, &peers, None, &controller_data_dir, &opts).await?)
+                }
                 _ => None,
             };
             // A line scripts can wait for.
@@ -143,10 +157,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             peers,
             listen,
             data_dir,
-            broker_timeout_ms,
+            opts,
         } => {
-            let controller =
-                start_controller(id, &peers, listen, &data_dir, broker_timeout_ms).await?;
+            let controller = start_controller(id, &peers, listen, &data_dir, &opts).await?;
             controller.run_until(wait(stop)).await;
         }
         Command::Broker { config } => {
@@ -197,7 +210,7 @@ async fn start_controller(
     peers: &str,
     listen: Option<String>,
     data_dir: &std::path::Path,
-    broker_timeout_ms: u64,
+    opts: &ControllerOpts,
 ) -> anyhow::Result<Controller> {
     let peers = parse_peers(peers)?;
     let listen = match listen {
@@ -208,8 +221,15 @@ async fn start_controller(
             .ok_or_else(|| anyhow::anyhow!("--peers has no controller {id}"))?,
     };
     // The raft state goes to <data-dir>/controller/raft-state.
+    let secret = SharedSecret::from_value_or_file(
+        "--cluster-secret",
+        opts.cluster_secret.as_deref(),
+        opts.cluster_secret_file.as_deref(),
+    )?
+    .map(|s| s.salted(process_salt()));
     let config = ControllerConfig {
-        broker_timeout_ms,
+        broker_timeout_ms: opts.broker_timeout_ms,
+        secret,
         ..ControllerConfig::new(id, peers, listen)
     };
     std::fs::create_dir_all(data_dir)?;

@@ -535,13 +535,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             ha.config().ha_listen.clone().unwrap_or_else(|| {
                 SocketAddr::new(addr.ip(), addr.port().wrapping_add(1)).to_string()
             });
-        let server = RpcServer::bind(
-            transport,
-            &listen,
-            RpcConfig::default(),
-            ha::master_handler(Arc::clone(self)),
-        )
-        .await?;
+        let server = ha::bind_port(self, transport, &listen).await?;
         let advertised = ha.config().ha_advertised.clone().unwrap_or_else(|| {
             let host = self.store_host().ip();
             SocketAddr::new(host, server.local_addr().port()).to_string()

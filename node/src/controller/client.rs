@@ -1,6 +1,7 @@
 //! `ControllerClient`: what a broker uses to reach the controllers. It
 //! remembers the leader, follows `NOT_LEADER` hints, moves to the next
-//! address on errors, and bounds every request and the whole call.
+//! address on errors, and bounds every request and the whole call. With
+//! the cluster secret it proves it on every connection it opens.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -11,7 +12,9 @@ use sluice_net::remoting::response_code;
 use sluice_net::{RemotingCommand, RpcClient, RpcConfig, Transport};
 
 use super::api::{self, AlterInSync, BrokerHeartbeat, ClusterMetadata, GroupView};
+use super::server::REALM;
 use super::ControllerError;
+use crate::peer_auth::{AuthError, Prover, SharedSecret};
 
 /// Pause before another round over the controllers when none leads (an
 /// election is under way).
@@ -25,6 +28,7 @@ pub struct ControllerClient<T: Transport> {
     leader: Mutex<Option<String>>,
     next: AtomicUsize,
     request_timeout: Duration,
+    prover: Option<Prover>,
 }
 
 impl<T: Transport> ControllerClient<T> {
@@ -37,7 +41,30 @@ impl<T: Transport> ControllerClient<T> {
             leader: Mutex::new(None),
             next: AtomicUsize::new(0),
             request_timeout,
+            prover: None,
         }
+    }
+
+    /// This client, proving the cluster `secret` as `identity` (e.g.
+    /// `broker/<group>/<id>`) on every connection before its first request.
+    #[must_use]
+    pub fn with_secret(mut self, secret: SharedSecret, identity: impl Into<String>) -> Self {
+        self.prover = Some(Prover::new(secret, REALM, identity));
+        self
+    }
+
+    async fn invoke(
+        &self,
+        addr: &str,
+        request: RemotingCommand,
+    ) -> Result<RemotingCommand, AuthError> {
+        let Some(prover) = &self.prover else {
+            return Ok(self.rpc.invoke(addr, request, self.request_timeout).await?);
+        };
+        let conn = prover
+            .connection(&self.rpc, addr, self.request_timeout)
+            .await?;
+        Ok(conn.invoke(request, self.request_timeout).await?)
     }
 
     /// Heartbeats: registers the replica (the first of a group becomes its
@@ -99,11 +126,7 @@ impl<T: Transport> ControllerClient<T> {
         let mut last_error = String::from("no controller address");
         for attempt in 0..attempts {
             let Some(addr) = self.target() else { break };
-            match self
-                .rpc
-                .invoke(&addr, request(), self.request_timeout)
-                .await
-            {
+            match self.invoke(&addr, request()).await {
                 Ok(response) if response.code == response_code::SUCCESS => {
                     self.set_leader(Some(addr));
                     return serde_json::from_slice(&response.body)

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use sluice_net::RpcConfig;
 
 use super::ControllerError;
+use crate::peer_auth::SharedSecret;
 
 /// RocketMQ 5's controller port.
 pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:9878";
@@ -48,6 +49,10 @@ pub struct ControllerConfig {
     pub log_entries_max: usize,
     /// RPC tuning for serving and for talking to peers.
     pub rpc: RpcConfig,
+    /// The cluster secret: with it, every connection to this controller —
+    /// from a peer controller or a broker — must prove it first, and this
+    /// controller proves it to its peers. `None`: no authentication.
+    pub secret: Option<SharedSecret>,
 }
 
 impl ControllerConfig {
@@ -65,6 +70,7 @@ impl ControllerConfig {
             apply_timeout_ms: DEFAULT_APPLY_TIMEOUT_MS,
             log_entries_max: 256,
             rpc: RpcConfig::default(),
+            secret: None,
         }
     }
 

@@ -21,8 +21,10 @@ use tokio::time::MissedTickBehavior;
 use super::api::RAFT_MESSAGE;
 use super::liveness::Liveness;
 use super::log_store::LogStore;
+use super::server::REALM;
 use super::state::{choose_master, Applied, Command, ControllerState, Rejection};
 use super::{ControllerConfig, ControllerError};
+use crate::peer_auth::{AuthError, Prover};
 
 /// Raft messages queued per peer before new ones are dropped (raft resends).
 const OUTBOX_MESSAGES_MAX: usize = 1_024;
@@ -187,9 +189,13 @@ impl<D: Disk, C: Clock> Driver<D, C> {
             }
             let (tx, rx) = mpsc::channel(OUTBOX_MESSAGES_MAX);
             self.outboxes.insert(*id, tx);
+            let prover =
+                self.config.secret.clone().map(|secret| {
+                    Prover::new(secret, REALM, format!("controller/{}", self.config.id))
+                });
             tasks.push(tokio::spawn(send_loop(
                 rpc.clone(),
-                addr.clone(),
+                (addr.clone(), prover),
                 rx,
                 timeout,
             )));
@@ -502,12 +508,15 @@ impl<D: Disk, C: Clock> Driver<D, C> {
     }
 }
 
+/// Sends one peer its raft messages, oneway, each on a connection proven
+/// first when the cluster has a secret.
 async fn send_loop<T: Transport>(
     rpc: RpcClient<T>,
-    addr: String,
+    (addr, prover): (String, Option<Prover>),
     mut outbox: mpsc::Receiver<Message>,
     timeout: Duration,
 ) {
+    let mut refused = false;
     while let Some(message) = outbox.recv().await {
         let body = match message.write_to_bytes() {
             Ok(body) => body,
@@ -517,8 +526,28 @@ async fn send_loop<T: Transport>(
             }
         };
         let request = RemotingCommand::request(RAFT_MESSAGE).with_body(body);
-        if let Err(error) = rpc.invoke_oneway(&addr, request, timeout).await {
-            tracing::debug!(%addr, %error, "raft message not sent");
+        let sent = match &prover {
+            None => rpc
+                .invoke_oneway(&addr, request, timeout)
+                .await
+                .map_err(AuthError::from),
+            Some(prover) => match prover.connection(&rpc, &addr, timeout).await {
+                Ok(conn) => conn
+                    .invoke_oneway(request, timeout)
+                    .await
+                    .map_err(AuthError::from),
+                Err(error) => Err(error),
+            },
+        };
+        match sent {
+            Ok(()) => refused = false,
+            // A peer that refuses or cannot prove the secret is said once
+            // per run of refusals; network errors are routine.
+            Err(error @ (AuthError::Refused { .. } | AuthError::PeerUnproven(_))) if !refused => {
+                refused = true;
+                tracing::warn!(%addr, %error, "raft peer authentication failed");
+            }
+            Err(error) => tracing::debug!(%addr, %error, "raft message not sent"),
         }
     }
 }

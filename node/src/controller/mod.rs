@@ -9,6 +9,11 @@
 //! - [`Controller`] (`server`), `handlers`, `consensus` (the raft driver),
 //!   `log_store` (raft storage on the disk seam), `liveness`.
 //! - [`ControllerClient`] (`client`): what brokers use.
+//!
+//! With a cluster secret ([`ControllerConfig::secret`]) the controller
+//! port serves only connections that proved it (`crate::peer_auth`): raft
+//! messages between controllers and brokers' requests alike; a peer
+//! controller and a broker prove it on each connection they open.
 
 pub mod api;
 mod client;
@@ -29,4 +34,4 @@ pub use config::{
     DEFAULT_ELECTION_TICKS, DEFAULT_HEARTBEAT_TICKS, DEFAULT_LISTEN_ADDR, DEFAULT_TICK_MS,
 };
 pub use error::ControllerError;
-pub use server::Controller;
+pub use server::{Controller, REALM as CONTROLLER_REALM};

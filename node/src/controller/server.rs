@@ -17,6 +17,10 @@ use super::api::GroupView;
 use super::consensus::{self, lock, Shared, SharedRef};
 use super::handlers::{routes, Context};
 use super::{ControllerConfig, ControllerError};
+use crate::peer_auth::{Gate, Guard};
+
+/// The realm controllers and their clients prove the cluster secret in.
+pub const REALM: &str = "controller";
 
 /// Driver inputs (peer messages and proposals) queued before senders are
 /// refused.
@@ -51,15 +55,9 @@ impl Controller {
             config: config.clone(),
             shared: Arc::clone(&shared),
             inputs,
-            clock,
+            clock: clock.clone(),
         });
-        let rpc = RpcServer::bind(
-            transport,
-            &config.listen,
-            config.rpc.clone(),
-            routes(&context),
-        )
-        .await?;
+        let rpc = bind(&config, transport, &context, clock).await?;
         tracing::info!(id = config.id, addr = %rpc.local_addr(), peers = config.peers.len(), "controller listening");
         let (stop, stopped) = watch::channel(false);
         let mut tasks = driver.connect_peers(transport);
@@ -118,6 +116,37 @@ impl Controller {
         }
         tracing::info!(id = self.id, "controller stopped");
     }
+}
+
+/// Binds the controller port: behind the cluster-secret gate when there
+/// is a secret, open (with a warning beyond loopback) otherwise.
+async fn bind<C: Clock, T: Transport>(
+    config: &ControllerConfig,
+    transport: &T,
+    context: &Arc<Context<C>>,
+    clock: C,
+) -> Result<RpcServer, ControllerError> {
+    let Some(secret) = config.secret.clone() else {
+        let rpc = RpcServer::bind(
+            transport,
+            &config.listen,
+            config.rpc.clone(),
+            routes(context),
+        )
+        .await?;
+        if !rpc.local_addr().ip().is_loopback() {
+            tracing::warn!(addr = %rpc.local_addr(), "the controller port listens beyond loopback without a cluster secret: anyone who reaches it can join raft or steer failover; pass --cluster-secret-file");
+        }
+        return Ok(rpc);
+    };
+    let gate = Arc::new(Gate::new(secret, REALM, clock));
+    let closed = Arc::clone(&gate);
+    Ok(
+        RpcServer::builder(config.rpc.clone(), Guard::new(gate, routes(context)))
+            .on_connection_closed(move |c| closed.forget(c.id()))
+            .bind(transport, &config.listen)
+            .await?,
+    )
 }
 
 impl Drop for Controller {

@@ -32,11 +32,15 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
     let Some(ha) = b.replication() else {
         return;
     };
-    let client = ControllerClient::new(
+    let mut client = ControllerClient::new(
         transport,
         ha.config().controller_addrs.clone(),
         CONTROLLER_TIMEOUT,
     );
+    if let Some(secret) = ha.config().controller_secret.clone() {
+        let identity = format!("broker/{}/{}", b.config().broker_name, ha.me());
+        client = client.with_secret(secret, identity);
+    }
     let period = Duration::from_millis(ha.config().controller_heartbeat_ms.max(10));
     let mut restarted = true;
     let mut failing = false;

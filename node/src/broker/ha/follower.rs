@@ -3,7 +3,8 @@
 //! master's epoch history, then fetches — appending the bytes verbatim and
 //! reporting what it holds with each next fetch — and copies the master's
 //! topics, consumer offsets and subscription groups now and then. Any
-//! error or role change starts it over.
+//! error or role change starts it over. With a group secret, every
+//! connection to the master is proven first, both ways (`crate::peer_auth`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,12 +15,14 @@ use sluice_net::remoting::response_code;
 use sluice_net::{RemotingCommand, RpcClient, RpcConfig, Transport};
 
 use super::epochs::EPOCHS_FILE;
+use super::port::{identity, realm};
 use super::protocol::{
     ext_u64, json_body, parse_body, Fetch, Handshake, HandshakeReply, Metadata, FIELD_AT,
     FIELD_CONFIRMED, FIELD_EPOCH, HA_FETCH, HA_HANDSHAKE, HA_METADATA,
 };
 use super::{Replication, Role};
 use crate::broker::Broker;
+use crate::peer_auth::Prover;
 
 /// Pause after a failed attempt.
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
@@ -29,7 +32,13 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
     let Some(ha) = b.replication() else {
         return;
     };
-    let client = RpcClient::new(transport, RpcConfig::default());
+    let client =
+        MasterLink {
+            rpc: RpcClient::new(transport, RpcConfig::default()),
+            prover: ha.config().group_secret.clone().map(|secret| {
+                Prover::new(secret, realm(&b.config().broker_name), identity(ha.me()))
+            }),
+        };
     let mut roles = ha.roles_rx();
     let mut failures: u64 = 0;
     loop {
@@ -58,7 +67,7 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
             if failures == 1 || failures % 120 == 0 {
                 tracing::warn!(master = %master, error = %e, failures, "replication from the master stopped; retrying");
             }
-            client.close_connection(&master);
+            client.rpc.close_connection(&master);
             tokio::time::sleep(RETRY_PAUSE).await;
         } else {
             failures = 0;
@@ -71,7 +80,7 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
 async fn handshake<D: Disk, C: Clock, T: Transport>(
     b: &Broker<D, C>,
     ha: &Replication,
-    client: &RpcClient<T>,
+    client: &MasterLink<T>,
     master: &str,
     rpc_timeout: Duration,
 ) -> Result<HandshakeReply, String> {
@@ -106,7 +115,7 @@ async fn handshake<D: Disk, C: Clock, T: Transport>(
 async fn follow<D: Disk, C: Clock, T: Transport>(
     b: &Broker<D, C>,
     ha: &Replication,
-    client: &RpcClient<T>,
+    client: &MasterLink<T>,
     master: &str,
 ) -> Result<(), String> {
     let store = b.store();
@@ -161,18 +170,44 @@ async fn follow<D: Disk, C: Clock, T: Transport>(
     }
 }
 
+/// The replica's connection to its master: proven first when the group
+/// has a secret.
+struct MasterLink<T: Transport> {
+    rpc: RpcClient<T>,
+    prover: Option<Prover>,
+}
+
+impl<T: Transport> MasterLink<T> {
+    async fn invoke(
+        &self,
+        master: &str,
+        req: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, String> {
+        let Some(prover) = &self.prover else {
+            return self
+                .rpc
+                .invoke(master, req, timeout)
+                .await
+                .map_err(|e| e.to_string());
+        };
+        let conn = prover
+            .connection(&self.rpc, master, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        conn.invoke(req, timeout).await.map_err(|e| e.to_string())
+    }
+}
+
 /// Sends `req` to the master; an error unless it answers `SUCCESS`.
 async fn invoke_ok<T: Transport>(
-    client: &RpcClient<T>,
+    client: &MasterLink<T>,
     master: &str,
     req: RemotingCommand,
     timeout: Duration,
     what: &str,
 ) -> Result<RemotingCommand, String> {
-    let resp = client
-        .invoke(master, req, timeout)
-        .await
-        .map_err(|e| e.to_string())?;
+    let resp = client.invoke(master, req, timeout).await?;
     if resp.code == response_code::SUCCESS {
         Ok(resp)
     } else {
@@ -186,7 +221,7 @@ async fn invoke_ok<T: Transport>(
 
 async fn copy_metadata<D: Disk, C: Clock, T: Transport>(
     b: &Broker<D, C>,
-    client: &RpcClient<T>,
+    client: &MasterLink<T>,
     master: &str,
     timeout: Duration,
 ) -> Result<(), String> {

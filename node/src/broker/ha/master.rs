@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Deserialize;
+
 use sluice_core::disk::Disk;
 use sluice_core::{Clock, CommitLogOffset};
 use sluice_net::remoting::response_code;
@@ -21,21 +23,67 @@ use super::protocol::{
 use super::{Replication, ReplicationMode, Role, Session};
 use crate::broker::response::fail;
 use crate::broker::Broker;
+use crate::peer_auth::Gate;
 
 /// Serves the HA port.
 pub(crate) struct HaHandler<D: Disk, C: Clock> {
     broker: Arc<Broker<D, C>>,
+    /// With a group secret: the gate that knows which replica proved
+    /// itself on each connection (the `Guard` in front lets only proven
+    /// connections through).
+    gate: Option<Arc<Gate<C>>>,
 }
 
-/// The HA port's handler for `broker`.
-pub(crate) fn handler<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> HaHandler<D, C> {
-    HaHandler { broker }
+/// The HA port's handler for `broker`, behind `gate` when there is one.
+pub(crate) fn handler<D: Disk, C: Clock>(
+    broker: Arc<Broker<D, C>>,
+    gate: Option<Arc<Gate<C>>>,
+) -> HaHandler<D, C> {
+    HaHandler { broker, gate }
+}
+
+/// The replica a handshake or fetch speaks for.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Speaker {
+    replica_id: u64,
+}
+
+impl<D: Disk, C: Clock> HaHandler<D, C> {
+    /// With a group secret: refuses a handshake or fetch that speaks for
+    /// another replica than the one proven on this connection.
+    fn check_speaker(
+        &self,
+        ctx: &RequestContext,
+        request: &RemotingCommand,
+    ) -> Option<RemotingCommand> {
+        let gate = self.gate.as_ref()?;
+        if !matches!(request.code, HA_HANDSHAKE | HA_FETCH) {
+            return None;
+        }
+        let proven = gate.identity(ctx.connection.id());
+        let speaker = serde_json::from_slice::<Speaker>(&request.body).ok();
+        let claimed = speaker.map(|s| super::port::identity(s.replica_id));
+        if proven.is_some() && proven == claimed {
+            None
+        } else {
+            Some(gate.refuse(
+                ctx,
+                request.code,
+                "speaks for another replica than it proved",
+            ))
+        }
+    }
 }
 
 impl<D: Disk, C: Clock> Handler for HaHandler<D, C> {
-    fn handle(&self, _ctx: RequestContext, request: RemotingCommand) -> HandlerFuture {
+    fn handle(&self, ctx: RequestContext, request: RemotingCommand) -> HandlerFuture {
         let b = Arc::clone(&self.broker);
+        let refused = self.check_speaker(&ctx, &request);
         Box::pin(async move {
+            if let Some(refused) = refused {
+                return Some(refused);
+            }
             let Some(ha) = b.replication() else {
                 return Some(fail(
                     response_code::SYSTEM_ERROR,

@@ -5,6 +5,8 @@
 //! - `protocol`: the request codes and messages of the HA port.
 //! - `master`: sessions, the in-sync set, acknowledgements and the
 //!   confirmed offset; serving handshakes and fetches.
+//! - `port`: the HA port, behind the group-secret gate when the group has
+//!   a secret (`crate::peer_auth`).
 //! - `follower`: a replica's loop — handshake, truncate a divergent tail,
 //!   copy bytes verbatim, report what it holds, copy metadata.
 //!
@@ -18,6 +20,7 @@ mod controlled;
 pub mod epochs;
 mod follower;
 mod master;
+mod port;
 mod protocol;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,12 +31,13 @@ use std::time::Duration;
 use sluice_core::CommitLogOffset;
 use tokio::sync::watch;
 
+use crate::peer_auth::SharedSecret;
+
 pub(crate) use controlled::run as run_controlled;
 pub use epochs::{divergence_point, EpochEntry, EpochHistory, EPOCHS_FILE};
 pub(crate) use follower::run as run_follower;
-pub(crate) use master::{
-    handler as master_handler, maintain as maintain_in_sync, publish as publish_gate,
-};
+pub(crate) use master::{maintain as maintain_in_sync, publish as publish_gate};
+pub(crate) use port::bind as bind_port;
 pub use protocol::{HA_FETCH, HA_HANDSHAKE, HA_METADATA};
 
 /// When a send is acknowledged relative to the replicas.
@@ -64,6 +68,13 @@ pub struct ReplicationConfig {
     /// over automatically; every broker of the group then needs a distinct
     /// broker id of 1 or more.
     pub controller_addrs: Vec<String>,
+    /// The group's shared secret: with it, the HA port serves only
+    /// replicas that prove they hold it (and replicas follow only a master
+    /// that proves it too). `None`: the port is open, as before.
+    pub group_secret: Option<SharedSecret>,
+    /// The controllers' cluster secret, proven on every connection to a
+    /// controller. `None`: controllers without a secret.
+    pub controller_secret: Option<SharedSecret>,
     /// Heartbeat period to the controllers (RocketMQ 5: 1 s).
     pub controller_heartbeat_ms: u64,
     /// Members of the in-sync set, the master included, needed for a SYNC
@@ -104,6 +115,8 @@ impl Default for ReplicationConfig {
             ha_advertised: None,
             master_ha_addr: None,
             controller_addrs: Vec::new(),
+            group_secret: None,
+            controller_secret: None,
             controller_heartbeat_ms: 1_000,
             min_in_sync: 2,
             ack_timeout_ms: 3_000,

@@ -1,0 +1,223 @@
+//! The replication port with a group secret: a replica holding the secret
+//! replicates; a connection without it — a raw client, or a replica with
+//! another secret — receives no byte of the log, and the master logs the
+//! refusal naming the peer.
+
+mod in_process;
+mod support;
+
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use in_process::replication;
+use sluice_net::remoting::response_code;
+use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TokioTransport};
+use sluice_node::broker::ha::{EpochHistory, HA_FETCH, HA_HANDSHAKE, HA_METADATA};
+use sluice_node::broker::ReplicationConfig;
+use sluice_node::peer_auth::SharedSecret;
+use support::{free_port, Client};
+
+const TOPIC: &str = "Guarded";
+const SECRET: &str = "group-secret-0123456789";
+
+fn with_secret(mut rc: ReplicationConfig, secret: &str) -> ReplicationConfig {
+    rc.group_secret = Some(SharedSecret::new(secret).expect("secret"));
+    rc
+}
+
+/// What a replica would send, had it the right to: a valid handshake of
+/// replica 1, a fetch from 0, a metadata copy.
+fn replica_requests() -> Vec<RemotingCommand> {
+    let handshake = serde_json::json!({
+        "group": "broker-a", "replicaId": 1, "epochs": EpochHistory::default(),
+        "end": 0, "segmentBytes": in_process::config().store.commit_log_segment_bytes,
+    });
+    let fetch = serde_json::json!({
+        "session": 1, "replicaId": 1, "epoch": 1, "from": 0, "held": 0,
+    });
+    vec![
+        RemotingCommand::request(HA_HANDSHAKE).with_body(handshake.to_string().into_bytes()),
+        RemotingCommand::request(HA_FETCH).with_body(fetch.to_string().into_bytes()),
+        RemotingCommand::request(HA_METADATA),
+    ]
+}
+
+/// Sends SYNC messages until one is acknowledged (the replica holds it),
+/// for at most `tries` × 50 ms; whether one was.
+async fn sync_acknowledged(m: &Client, tries: u32) -> bool {
+    for n in 0..tries {
+        let s = m
+            .send(TOPIC, 0, format!("m{n}").as_bytes(), "k", "t")
+            .await
+            .expect("send");
+        if s.code == response_code::SUCCESS {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_the_group_secret_replicates_and_one_without_it_gets_nothing() {
+    let master_dir = tempfile::tempdir().expect("tempdir");
+    let master_ha = free_port();
+    let mut mc = in_process::config();
+    mc.broker_id = 0;
+    mc.replication = Some(with_secret(replication(master_ha, None), SECRET));
+    let master = in_process::start(master_dir.path(), mc).await;
+    let m = Client::new(&master.addr);
+    let master_ha_addr = format!("127.0.0.1:{master_ha}");
+
+    // Raw requests on the HA port: refused, no log bytes, no session.
+    let raw = RpcClient::new(TokioTransport, RpcConfig::default());
+    for req in replica_requests() {
+        let code = req.code;
+        let answer = raw
+            .invoke(&master_ha_addr, req, Duration::from_secs(5))
+            .await
+            .expect("answered");
+        assert_eq!(answer.code, response_code::NO_PERMISSION, "request {code}");
+        assert!(
+            answer.body.is_empty(),
+            "request {code} got {} bytes",
+            answer.body.len()
+        );
+    }
+    let ha = master.broker.replication().expect("replicated");
+    assert!(ha.replica_acks().is_empty(), "no session from a raw client");
+
+    // A replica with another secret: never joins, SYNC sends never acked.
+    let wrong_dir = tempfile::tempdir().expect("tempdir");
+    let mut wc = in_process::config();
+    wc.broker_id = 1;
+    let wrong_rc = replication(free_port(), Some(master_ha_addr.clone()));
+    wc.replication = Some(with_secret(wrong_rc, "another-secret-987654321"));
+    let wrong = in_process::start(wrong_dir.path(), wc).await;
+    assert!(
+        !sync_acknowledged(&m, 30).await,
+        "a replica with the wrong secret acknowledged"
+    );
+    assert!(
+        ha.replica_acks().is_empty(),
+        "the wrong replica got a session"
+    );
+    assert!(Client::new(&wrong.addr).drain(TOPIC, 0).await.is_empty());
+    wrong.shutdown().await;
+
+    // The right secret: SYNC sends are acknowledged, the replica serves them.
+    let replica_dir = tempfile::tempdir().expect("tempdir");
+    let mut rc = in_process::config();
+    rc.broker_id = 1;
+    rc.replication = Some(with_secret(
+        replication(free_port(), Some(master_ha_addr)),
+        SECRET,
+    ));
+    let replica = in_process::start(replica_dir.path(), rc).await;
+    assert!(
+        sync_acknowledged(&m, 200).await,
+        "the replica with the secret never acknowledged"
+    );
+    let r = Client::new(&replica.addr);
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        held = r.drain(TOPIC, 0).await;
+        if !held.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!held.is_empty(), "the replica holds nothing");
+    replica.shutdown().await;
+    master.shutdown().await;
+}
+
+#[test]
+fn a_raw_connection_to_the_ha_port_gets_no_log_bytes_and_the_master_logs_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ha_port = free_port();
+    let config = dir.path().join("broker.toml");
+    let toml = format!(
+        "[replication]\nmode = \"async\"\nha_listen = \"127.0.0.1:{ha_port}\"\n\
+         group_secret = \"{SECRET}\"\n"
+    );
+    std::fs::write(&config, support::with_small_store(&toml)).expect("broker.toml");
+    let broker = format!("127.0.0.1:{}", support::free_port_pair());
+    let namesrv = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(support::node_binary())
+        .args(["standalone", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--namesrv-listen", &namesrv, "--broker-listen", &broker])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn sluice-node");
+    let stdout = child.stdout.take().expect("stdout");
+    let _child = KillOnDrop(child);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "test harness thread, not simulated code"
+    )]
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let wait_for = |needle: &str| loop {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("sluice-node never logged {needle:?}: {e}"),
+        }
+    };
+    wait_for("sluice broker listening");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let answers = rt.block_on(async {
+        let raw = RpcClient::new(TokioTransport, RpcConfig::default());
+        let ha = format!("127.0.0.1:{ha_port}");
+        let mut answers = Vec::new();
+        for req in replica_requests() {
+            answers.push(
+                raw.invoke(&ha, req, Duration::from_secs(5))
+                    .await
+                    .expect("answered"),
+            );
+        }
+        answers
+    });
+    for a in &answers {
+        assert_eq!(a.code, response_code::NO_PERMISSION, "{:?}", a.remark);
+        assert!(
+            a.body.is_empty(),
+            "{} bytes of the log leaked",
+            a.body.len()
+        );
+    }
+    let line = wait_for("refused a peer that has not proven the shared secret");
+    assert!(
+        line.contains("peer") && line.contains("127.0.0.1:"),
+        "the log line names the peer: {line}"
+    );
+}
+
+/// Kills and reaps the node even when an assertion fails first.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
