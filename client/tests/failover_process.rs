@@ -6,7 +6,9 @@
 //! it, the producer follows the route, and a consumer then drains every
 //! acknowledged message from the new master. Prints the failover time
 //! (kill → first acknowledged send on the new master), the figure
-//! `docs/benchmarks.md` records.
+//! `docs/benchmarks.md` records. The story runs twice: open ports, and
+//! with a group secret on the replication ports and a cluster secret on
+//! the controller port (which then refuse a raw connection).
 
 #[path = "../../node/tests/support/mod.rs"]
 mod support;
@@ -24,11 +26,18 @@ use sluice_client::{
     Subscription,
 };
 use sluice_core::SystemClock;
-use sluice_net::TokioTransport;
+use sluice_net::remoting::response_code;
+use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TokioTransport};
 use support::{node_binary, spawn_until};
 
 const TOPIC: &str = "FailoverTopic";
 const GROUP: &str = "broker-f";
+/// The replication ports' group secret and the controllers' cluster secret.
+const SECRETS: (&str, &str) = ("group-secret-0123456789", "cluster-secret-0123456789");
+/// The controller's metadata request and the HA port's fetch (sluice-node's
+/// codes), for the raw connections that must be refused.
+const CONTROLLER_GET_METADATA: i32 = 1_953;
+const HA_FETCH: i32 = 3_301;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -66,26 +75,52 @@ impl Drop for Proc {
 }
 
 /// A broker of the group: replica id `id`, SYNC replication, failover by
-/// the controller at `controller`.
-fn broker(dir: &Path, id: u32, namesrv: &str, controller: &str) -> Proc {
+/// the controller at `controller`, with `secrets` when given; and its HA
+/// address.
+fn broker(
+    dir: &Path,
+    id: u32,
+    namesrv: &str,
+    controller: &str,
+    secrets: Option<(&str, &str)>,
+) -> (Proc, String) {
     let data = dir.join(format!("broker{id}"));
     std::fs::create_dir_all(&data).expect("data dir");
-    let toml = format!(
+    let ha = format!("127.0.0.1:{}", free_port());
+    let mut toml = format!(
         "broker_name = \"{GROUP}\"\nbroker_id = {id}\nlisten = \"127.0.0.1:{}\"\n\
          listen_vip = false\nnamesrv_addrs = [\"{namesrv}\"]\ndata_dir = \"{}\"\n\
          flush_mode = \"async\"\ncommit_log_segment_bytes = 1048576\n\
          index_slots = 1024\nindex_entries = 4096\ntimer_log_segment_bytes = 5600000\n\
          [replication]\nmode = \"sync\"\ncontroller_addrs = [\"{controller}\"]\n\
-         ha_listen = \"127.0.0.1:{}\"\ncontroller_heartbeat_ms = 300\n\
+         ha_listen = \"{ha}\"\ncontroller_heartbeat_ms = 300\n\
          not_caught_up_ms = 3000\nack_timeout_ms = 2000\n",
         free_port(),
         data.display(),
-        free_port(),
     );
+    if let Some((group, cluster)) = secrets {
+        toml = format!("{toml}group_secret = \"{group}\"\ncontroller_secret = \"{cluster}\"\n");
+    }
     let path = dir.join(format!("broker{id}.toml"));
     std::fs::write(&path, toml).expect("write broker toml");
     let path = path.to_string_lossy().into_owned();
-    Proc::spawn(&["broker", "--config", &path], "sluice broker listening")
+    let proc = Proc::spawn(&["broker", "--config", &path], "sluice broker listening");
+    (proc, ha)
+}
+
+/// A raw request's answer code, from a connection that proved nothing.
+async fn raw_code(addr: &str, code: i32) -> i32 {
+    let raw = RpcClient::new(TokioTransport, RpcConfig::default());
+    let answer = raw
+        .invoke(addr, RemotingCommand::request(code), Duration::from_secs(5))
+        .await
+        .expect("answered");
+    assert!(
+        answer.body.is_empty(),
+        "{} bytes to a raw connection",
+        answer.body.len()
+    );
+    answer.code
 }
 
 type Client = ClientInstance<TokioTransport, SystemClock>;
@@ -131,31 +166,52 @@ struct Sends {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::too_many_lines, reason = "one end-to-end story, told in order")]
 async fn kill_9_of_the_master_under_sync_replication_loses_no_acknowledged_message() {
+    failover(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_with_group_and_cluster_secrets_loses_no_acknowledged_message() {
+    failover(Some(SECRETS)).await;
+}
+
+#[expect(clippy::too_many_lines, reason = "one end-to-end story, told in order")]
+async fn failover(secrets: Option<(&str, &str)>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ns_port = free_port();
     let ctl_port = free_port();
     let namesrv = format!("127.0.0.1:{ns_port}");
     let controller = format!("127.0.0.1:{ctl_port}");
     let ctl_dir = dir.path().join("controller");
+    let secret_file = dir.path().join("cluster.secret");
+    std::fs::write(&secret_file, secrets.map_or("", |s| s.1)).expect("secret file");
+    let secret_file = secret_file.to_string_lossy().into_owned();
+    let secret_args = if secrets.is_some() {
+        vec!["--cluster-secret-file", secret_file.as_str()]
+    } else {
+        Vec::new()
+    };
     let _ns = Proc::spawn(
         &[
-            "namesrv",
-            "--listen",
-            &namesrv,
-            "--controller-id",
-            "1",
-            "--controller-peers",
-            &format!("1={controller}"),
-            "--controller-data-dir",
-            &ctl_dir.to_string_lossy(),
-            "--broker-timeout-ms",
-            "3000",
-        ],
+            &[
+                "namesrv",
+                "--listen",
+                &namesrv,
+                "--controller-id",
+                "1",
+                "--controller-peers",
+                &format!("1={controller}"),
+                "--controller-data-dir",
+                &ctl_dir.to_string_lossy(),
+                "--broker-timeout-ms",
+                "3000",
+            ],
+            &secret_args[..],
+        ]
+        .concat(),
         "sluice name server listening",
     );
-    let mut first = broker(dir.path(), 1, &namesrv, &controller);
+    let (mut first, first_ha) = broker(dir.path(), 1, &namesrv, &controller, secrets);
     let probe = client(&namesrv, "probe");
     // The first broker to heartbeat becomes the master (auto-creating the
     // topic on the first send); then the replica starts.
@@ -177,8 +233,8 @@ async fn kill_9_of_the_master_under_sync_replication_loses_no_acknowledged_messa
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let first_master = routed_master(&probe).await;
-    let _second = broker(dir.path(), 2, &namesrv, &controller);
-    let _third = broker(dir.path(), 3, &namesrv, &controller);
+    let (_second, second_ha) = broker(dir.path(), 2, &namesrv, &controller, secrets);
+    let (_third, third_ha) = broker(dir.path(), 3, &namesrv, &controller, secrets);
 
     let sends = Arc::new(Mutex::new(Sends::default()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -209,6 +265,17 @@ async fn kill_9_of_the_master_under_sync_replication_loses_no_acknowledged_messa
             "SYNC sends were never acknowledged: the replica never joined the in-sync set"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if secrets.is_some() {
+        // The secrets are in force: raw connections get nothing.
+        assert_eq!(
+            raw_code(&controller, CONTROLLER_GET_METADATA).await,
+            response_code::NO_PERMISSION
+        );
+        assert_eq!(
+            raw_code(&first_ha, HA_FETCH).await,
+            response_code::NO_PERMISSION
+        );
     }
     first.kill9();
     let killed_at = tokio::time::Instant::now();
@@ -241,6 +308,11 @@ async fn kill_9_of_the_master_under_sync_replication_loses_no_acknowledged_messa
         (first_after - killed_at).as_millis()
     );
     let new_master = routed_master(&probe).await;
+    if secrets.is_some() {
+        for ha in [&second_ha, &third_ha] {
+            assert_eq!(raw_code(ha, HA_FETCH).await, response_code::NO_PERMISSION);
+        }
+    }
     assert_ne!(
         new_master, first_master,
         "the route still names the killed master"
