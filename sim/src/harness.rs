@@ -12,6 +12,7 @@ use sluice_net::TurmoilTransport;
 use sluice_node::broker::{Broker, BrokerConfig, ReplicationConfig, ReplicationMode};
 use sluice_node::controller::{Controller, ControllerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
+use sluice_node::peer_auth::SharedSecret;
 
 use sluice_node::testing::{SimClock, Skew};
 
@@ -218,6 +219,17 @@ pub const CONTROLLER_PORT: u16 = 9878;
 /// A broker silent this long is replaced by the controllers.
 pub const CONTROLLER_BROKER_TIMEOUT_MS: u64 = 3_000;
 
+/// The replication group's secret and the controllers' cluster secret:
+/// every replicated run proves them on every connection (salt 0, so the
+/// nonces stay deterministic), exercising the exchange under faults.
+pub fn secrets() -> (SharedSecret, SharedSecret) {
+    let secret = |s: &str| SharedSecret::new(s).expect("invariant: a long enough secret");
+    (
+        secret("sim-group-secret-0123456789"),
+        secret("sim-cluster-secret-0123456789"),
+    )
+}
+
 /// Host name of controller `i` (raft id `i + 1`).
 pub fn controller_host(i: u32) -> String {
     format!("ctl{}", i + 1)
@@ -249,6 +261,7 @@ pub fn add_controller(sim: &mut turmoil::Sim<'_>, i: u32, count: u32, disk: &Sim
             format!("0.0.0.0:{CONTROLLER_PORT}"),
         );
         config.broker_timeout_ms = CONTROLLER_BROKER_TIMEOUT_MS;
+        config.secret = Some(secrets().1);
         async move {
             let _controller =
                 Controller::start(config, disk, SimClock::new(0), &TurmoilTransport).await?;
@@ -282,6 +295,8 @@ pub fn replication_config(
         session_idle_ms: 2_000,
         metadata_sync_ms: 1_000,
         fetch_bytes_max: 32 * 1024,
+        group_secret: Some(secrets().0),
+        controller_secret: Some(secrets().1),
         ..ReplicationConfig::default()
     }
 }

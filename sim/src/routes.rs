@@ -20,7 +20,7 @@ use sluice_node::namesrv::NameServerConfig;
 use crate::client::{client_of, SimClient};
 use crate::group::GroupProgress;
 use crate::harness::{
-    add_namesrv, add_namesrv_host, broker_addr, controller_addrs, namesrv_addrs, BROKER,
+    add_namesrv, add_namesrv_host, broker_addr, controller_addrs, namesrv_addrs, secrets, BROKER,
     BROKER_NAME,
 };
 use crate::history::{Entry, Event, History};
@@ -101,8 +101,10 @@ async fn watch_routes(
             })
         })
         .collect();
-    let controller = elected
-        .then(|| ControllerClient::new(TurmoilTransport, controller_addrs(1), WATCH_TIMEOUT));
+    let controller = elected.then(|| {
+        ControllerClient::new(TurmoilTransport, controller_addrs(1), WATCH_TIMEOUT)
+            .with_secret(secrets().1, "sim/route-watcher")
+    });
     let mut last: Vec<Option<Option<String>>> = vec![None; clients.len()];
     let mut settled_at = None;
     loop {
