@@ -19,8 +19,8 @@ use super::proof::{decode, draw_nonce, encode, prove, verify, Nonce, Side};
 use super::{SharedSecret, AUTH_CHALLENGE, AUTH_PROVE, FIELD_IDENTITY, FIELD_NONCE, FIELD_PROOF};
 
 /// Connections with a challenge in flight or a proven identity kept at
-/// once; past it the oldest entry is dropped (that connection must prove
-/// itself again).
+/// once; past it the oldest unproven entry is dropped, so a flood of
+/// challenges from peers without the secret never evicts a proven one.
 pub const CONNECTIONS_MAX: usize = 4_096;
 /// Longest identity accepted, in bytes.
 const IDENTITY_BYTES_MAX: usize = 256;
@@ -45,6 +45,22 @@ struct Book {
     entries: BTreeMap<ConnectionId, Entry>,
     last_refusal_logged: Option<Duration>,
     refusals_unlogged: u64,
+}
+
+impl Book {
+    /// Drops the oldest connection still unproven (the oldest of all when
+    /// every one is proven, which only holders of the secret can cause).
+    fn evict_one(&mut self) {
+        let victim = self
+            .entries
+            .iter()
+            .find(|(_, e)| e.proven.is_none())
+            .or_else(|| self.entries.iter().next())
+            .map(|(id, _)| *id);
+        if let Some(id) = victim {
+            self.entries.remove(&id);
+        }
+    }
 }
 
 /// Per-connection authentication state of one port.
@@ -111,7 +127,7 @@ impl<C: Clock> Gate<C> {
         {
             let mut book = self.book();
             if !book.entries.contains_key(&id) && book.entries.len() >= CONNECTIONS_MAX {
-                book.entries.pop_first();
+                book.evict_one();
             }
             book.entries.entry(id).or_default().pending = Some(Pending {
                 identity: identity.to_owned(),
@@ -237,5 +253,39 @@ impl<H: Handler, C: Clock> Handler for Guard<H, C> {
             code => self.gate.refuse(&ctx, code, "unproven connection"),
         };
         Box::pin(async move { Some(answer) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(proven: bool) -> Entry {
+        Entry {
+            pending: None,
+            proven: proven.then(|| "replica".to_owned()),
+        }
+    }
+
+    #[test]
+    fn eviction_spares_proven_connections_while_unproven_ones_remain() {
+        let mut book = Book::default();
+        book.entries.insert(1, entry(true));
+        book.entries.insert(2, entry(false));
+        book.entries.insert(3, entry(true));
+        book.entries.insert(4, entry(false));
+        book.evict_one();
+        assert_eq!(
+            book.entries.keys().copied().collect::<Vec<_>>(),
+            vec![1, 3, 4]
+        );
+        book.evict_one();
+        assert_eq!(book.entries.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+        book.evict_one();
+        assert_eq!(
+            book.entries.keys().copied().collect::<Vec<_>>(),
+            vec![3],
+            "all proven: the oldest"
+        );
     }
 }

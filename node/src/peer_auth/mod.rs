@@ -25,6 +25,12 @@
 //! on-path attacker who can inject into an established, proven TCP stream
 //! is not stopped (the proof covers the connection, not each frame), and
 //! nothing is encrypted — use TLS for confidentiality and integrity.
+//!
+//! The identity is bound into both proofs; the HA port checks that a
+//! replica's handshakes and fetches speak for the replica id it proved,
+//! the controller port only logs it (any holder of the cluster secret is a
+//! member). The server keeps per-connection state for at most
+//! `guard::CONNECTIONS_MAX` connections, evicting unproven ones first.
 
 mod guard;
 mod proof;
