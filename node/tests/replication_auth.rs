@@ -1,7 +1,8 @@
 //! The replication port with a group secret: a replica holding the secret
 //! replicates; a connection without it — a raw client, or a replica with
 //! another secret — receives no byte of the log, and the master logs the
-//! refusal naming the peer.
+//! refusal naming the peer; a connection proven as one replica cannot
+//! handshake as another.
 
 mod in_process;
 mod support;
@@ -15,29 +16,39 @@ use sluice_net::remoting::response_code;
 use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TokioTransport};
 use sluice_node::broker::ha::{EpochHistory, HA_FETCH, HA_HANDSHAKE, HA_METADATA};
 use sluice_node::broker::ReplicationConfig;
-use sluice_node::peer_auth::SharedSecret;
+use sluice_node::peer_auth::{Prover, SharedSecret};
 use support::{free_port, Client};
 
 const TOPIC: &str = "Guarded";
 const SECRET: &str = "group-secret-0123456789";
+const T: Duration = Duration::from_secs(5);
+
+fn secret(s: &str) -> SharedSecret {
+    SharedSecret::new(s).expect("secret")
+}
 
 fn with_secret(mut rc: ReplicationConfig, secret: &str) -> ReplicationConfig {
-    rc.group_secret = Some(SharedSecret::new(secret).expect("secret"));
+    rc.group_secret = Some(self::secret(secret));
     rc
+}
+
+/// A valid handshake of replica `id` with an empty log.
+fn handshake_of(id: u64) -> RemotingCommand {
+    let handshake = serde_json::json!({
+        "group": "broker-a", "replicaId": id, "epochs": EpochHistory::default(),
+        "end": 0, "segmentBytes": in_process::config().store.commit_log_segment_bytes,
+    });
+    RemotingCommand::request(HA_HANDSHAKE).with_body(handshake.to_string().into_bytes())
 }
 
 /// What a replica would send, had it the right to: a valid handshake of
 /// replica 1, a fetch from 0, a metadata copy.
 fn replica_requests() -> Vec<RemotingCommand> {
-    let handshake = serde_json::json!({
-        "group": "broker-a", "replicaId": 1, "epochs": EpochHistory::default(),
-        "end": 0, "segmentBytes": in_process::config().store.commit_log_segment_bytes,
-    });
     let fetch = serde_json::json!({
         "session": 1, "replicaId": 1, "epoch": 1, "from": 0, "held": 0,
     });
     vec![
-        RemotingCommand::request(HA_HANDSHAKE).with_body(handshake.to_string().into_bytes()),
+        handshake_of(1),
         RemotingCommand::request(HA_FETCH).with_body(fetch.to_string().into_bytes()),
         RemotingCommand::request(HA_METADATA),
     ]
@@ -111,7 +122,7 @@ async fn a_replica_with_the_group_secret_replicates_and_one_without_it_gets_noth
     let mut rc = in_process::config();
     rc.broker_id = 1;
     rc.replication = Some(with_secret(
-        replication(free_port(), Some(master_ha_addr)),
+        replication(free_port(), Some(master_ha_addr.clone())),
         SECRET,
     ));
     let replica = in_process::start(replica_dir.path(), rc).await;
@@ -130,6 +141,22 @@ async fn a_replica_with_the_group_secret_replicates_and_one_without_it_gets_noth
     }
     assert!(!held.is_empty(), "the replica holds nothing");
     replica.shutdown().await;
+
+    // A connection proven as replica 2 may handshake as 2, never as 1.
+    let rpc = RpcClient::new(TokioTransport, RpcConfig::default());
+    let prover = Prover::new(secret(SECRET), "ha/broker-a", "2");
+    let conn = prover
+        .connection(&rpc, &master_ha_addr, T)
+        .await
+        .expect("proven");
+    let as_1 = conn
+        .invoke(replica_requests().remove(0), T)
+        .await
+        .expect("answered");
+    assert_eq!(as_1.code, response_code::NO_PERMISSION, "{:?}", as_1.remark);
+    assert!(as_1.body.is_empty());
+    let as_2 = conn.invoke(handshake_of(2), T).await.expect("answered");
+    assert_eq!(as_2.code, response_code::SUCCESS, "{:?}", as_2.remark);
     master.shutdown().await;
 }
 
