@@ -1,14 +1,13 @@
 //! The replication port with a group secret: a replica holding the secret
 //! replicates; a connection without it — a raw client, or a replica with
 //! another secret — receives no byte of the log, and the master logs the
-//! refusal naming the peer; a connection proven as one replica cannot
-//! handshake as another.
+//! refusal naming the peer (`peer_auth_process.rs`, with a real process
+//! and its log); a connection proven as one replica cannot handshake as
+//! another.
 
 mod in_process;
 mod support;
 
-use std::io::BufRead;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use in_process::replication;
@@ -158,93 +157,4 @@ async fn a_replica_with_the_group_secret_replicates_and_one_without_it_gets_noth
     let as_2 = conn.invoke(handshake_of(2), T).await.expect("answered");
     assert_eq!(as_2.code, response_code::SUCCESS, "{:?}", as_2.remark);
     master.shutdown().await;
-}
-
-#[test]
-fn a_raw_connection_to_the_ha_port_gets_no_log_bytes_and_the_master_logs_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ha_port = free_port();
-    let config = dir.path().join("broker.toml");
-    let toml = format!(
-        "[replication]\nmode = \"async\"\nha_listen = \"127.0.0.1:{ha_port}\"\n\
-         group_secret = \"{SECRET}\"\n"
-    );
-    std::fs::write(&config, support::with_small_store(&toml)).expect("broker.toml");
-    let broker = format!("127.0.0.1:{}", support::free_port_pair());
-    let namesrv = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new(support::node_binary())
-        .args(["standalone", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--namesrv-listen", &namesrv, "--broker-listen", &broker])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn sluice-node");
-    let stdout = child.stdout.take().expect("stdout");
-    let _child = KillOnDrop(child);
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "test harness thread, not simulated code"
-    )]
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let wait_for = |needle: &str| loop {
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(line) if line.contains(needle) => return line,
-            Ok(_) => {}
-            Err(e) => panic!("sluice-node never logged {needle:?}: {e}"),
-        }
-    };
-    wait_for("sluice broker listening");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let answers = rt.block_on(async {
-        let raw = RpcClient::new(TokioTransport, RpcConfig::default());
-        let ha = format!("127.0.0.1:{ha_port}");
-        let mut answers = Vec::new();
-        for req in replica_requests() {
-            answers.push(
-                raw.invoke(&ha, req, Duration::from_secs(5))
-                    .await
-                    .expect("answered"),
-            );
-        }
-        answers
-    });
-    for a in &answers {
-        assert_eq!(a.code, response_code::NO_PERMISSION, "{:?}", a.remark);
-        assert!(
-            a.body.is_empty(),
-            "{} bytes of the log leaked",
-            a.body.len()
-        );
-    }
-    let line = wait_for("refused a peer that has not proven the shared secret");
-    assert!(
-        line.contains("peer") && line.contains("127.0.0.1:"),
-        "the log line names the peer: {line}"
-    );
-}
-
-/// Kills and reaps the node even when an assertion fails first.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
