@@ -23,6 +23,12 @@ struct Cli {
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
     json: bool,
+    /// Access key to sign requests with (RocketMQ ACL), with `--secret-key`.
+    #[arg(long, global = true, env = "SLUICE_ACCESS_KEY", requires = "secret_key")]
+    access_key: Option<String>,
+    /// Secret key of `--access-key`.
+    #[arg(long, global = true, env = "SLUICE_SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -55,6 +61,9 @@ enum Cmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let (Some(ak), Some(sk)) = (&cli.access_key, &cli.secret_key) {
+        verbs::sign_with(sluice_net::Credentials::new(ak, sk));
+    }
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())

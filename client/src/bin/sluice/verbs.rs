@@ -33,11 +33,29 @@ impl Output {
     }
 }
 
+/// The credentials every client of this run signs with (set once, from
+/// the global flags, before any client is made).
+static CREDENTIALS: std::sync::OnceLock<sluice_net::Credentials> = std::sync::OnceLock::new();
+
+/// Signs every later client's requests with `credentials`.
+pub(crate) fn sign_with(credentials: sluice_net::Credentials) {
+    let _ = CREDENTIALS.set(credentials);
+}
+
+/// `config` with this run's credentials, if any.
+pub(crate) fn signed(mut config: ClientConfig) -> ClientConfig {
+    config.rpc.credentials = CREDENTIALS.get().cloned();
+    config
+}
+
 pub(crate) fn client(namesrv: &str) -> Client {
     ClientInstance::new(
         TokioTransport,
         SystemClock::new(),
-        ClientConfig::new(namesrv).with_instance_name(format!("sluice-cli-{}", std::process::id())),
+        signed(
+            ClientConfig::new(namesrv)
+                .with_instance_name(format!("sluice-cli-{}", std::process::id())),
+        ),
     )
 }
 

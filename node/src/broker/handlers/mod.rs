@@ -31,6 +31,7 @@ use sluice_net::RemotingCommand;
 pub use reply::reply_topic;
 
 use super::{Broker, BrokerStats};
+use crate::acl::Server;
 use crate::dispatch::{route, Observer, Route, Routes};
 
 /// The broker's request table.
@@ -45,7 +46,20 @@ pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C
             b.stats().request(code, response, elapsed);
         },
     };
-    Routes::observed("broker", broker, &table(), observer)
+    let guarded = broker.config().acl.is_some();
+    let routes = Routes::observed("broker", broker, &table(), observer);
+    if !guarded {
+        return routes;
+    }
+    routes.guarded(|b: &Broker<D, C>, ctx, request| match &b.config().acl {
+        Some(acl) => acl.check(
+            Server::Broker,
+            ctx.peer_addr().ip(),
+            request,
+            b.clock().monotonic(),
+        ),
+        None => Ok(()),
+    })
 }
 
 /// Stats with a latency histogram for every code the broker serves,
