@@ -81,7 +81,8 @@ impl fmt::Debug for Credentials {
 }
 
 fn mac(secret: &[u8], request: &RemotingCommand) -> HmacSha1 {
-    let mut mac = HmacSha1::new_from_slice(secret).expect("invariant: HMAC takes keys of any length");
+    let mut mac =
+        HmacSha1::new_from_slice(secret).expect("invariant: HMAC takes keys of any length");
     for (key, value) in request.ext_fields.iter() {
         if key != SIGNATURE && key != UNIQUE_MSG_QUERY_FLAG {
             mac.update(value.as_bytes());

@@ -179,7 +179,8 @@ impl<S: Send + Sync + 'static> Routes<S> {
     /// This table with `guard` run before every request.
     #[must_use]
     pub fn guarded(mut self, guard: Guard<S>) -> Self {
-        let table = Arc::get_mut(&mut self.0).expect("invariant: a table is guarded before it is shared");
+        let table =
+            Arc::get_mut(&mut self.0).expect("invariant: a table is guarded before it is shared");
         table.guard = Some(guard);
         self
     }

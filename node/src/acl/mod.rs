@@ -77,9 +77,8 @@ impl Source {
     pub fn load(&self) -> Result<Policy> {
         let mut policy = self.inline.clone();
         if let Some(path) = &self.file {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Error::Config(format!("acl file {}: {e}", path.display()))
-            })?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::Config(format!("acl file {}: {e}", path.display())))?;
             PolicyFile::parse(&text)?.add_to(&mut policy)?;
         }
         Ok(policy)
@@ -189,7 +188,7 @@ impl Acl {
             AclMode::Permissive => &self.would_refuse,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.log(&denial, peer, request.code, now);
+        let _ = self.log(&denial, peer, request.code, now);
         match self.mode {
             AclMode::Enforcing => Err(Refusal::new(response_code::NO_PERMISSION, denial.remark)),
             AclMode::Permissive => Ok(()),
@@ -198,9 +197,18 @@ impl Acl {
 
     /// The policy's verdict on `request` from `peer`, without counting or
     /// logging (the `sluice acl` check uses it too).
-    pub fn decide(&self, server: Server, peer: IpAddr, request: &RemotingCommand) -> std::result::Result<(), Denial> {
+    pub fn decide(
+        &self,
+        server: Server,
+        peer: IpAddr,
+        request: &RemotingCommand,
+    ) -> std::result::Result<(), Denial> {
         let policy = self.policy();
-        if policy.global_allow_addresses.iter().any(|r| r.contains(peer)) {
+        if policy
+            .global_allow_addresses
+            .iter()
+            .any(|r| r.contains(peer))
+        {
             return Ok(());
         }
         let deny = |key: Option<&str>, remark: String| Denial {
@@ -214,7 +222,10 @@ impl Acl {
             ));
         };
         let Some(account) = policy.accounts.get(key) else {
-            return Err(deny(Some(key), format!("[ACL] No acl config for accessKey={key}")));
+            return Err(deny(
+                Some(key),
+                format!("[ACL] No acl config for accessKey={key}"),
+            ));
         };
         if !account.allow_addresses.is_empty()
             && !account.allow_addresses.iter().any(|r| r.contains(peer))
@@ -234,7 +245,9 @@ impl Acl {
         permitted(account, request.code, &needs).map_err(|remark| deny(Some(key), remark))
     }
 
-    fn log(&self, denial: &Denial, peer: IpAddr, code: i32, now: Duration) {
+    /// Logs a refusal unless the same key was logged within the last
+    /// minute; true when it logged.
+    fn log(&self, denial: &Denial, peer: IpAddr, code: i32, now: Duration) -> bool {
         let who = denial
             .access_key
             .clone()
@@ -244,7 +257,7 @@ impl Acl {
             .get(&who)
             .is_some_and(|at| now.saturating_sub(*at) < LOG_INTERVAL)
         {
-            return;
+            return false;
         }
         if logged.len() >= LOGGED_KEYS_MAX {
             logged.clear();
@@ -262,6 +275,7 @@ impl Acl {
             reason = %denial.remark,
             "request {verdict} by ACL (logged once a minute per key)"
         );
+        true
     }
 }
 
@@ -355,14 +369,30 @@ default_topic_perm = "PUB|SUB"
         assert!(acl.check(Server::Broker, HOME, &ok, Duration::ZERO).is_ok());
         let cases = [
             (send("Orders"), "no AccessKey"),
-            (signed(send("Orders"), "alice", "wrong-secret"), "Check signature failed for accessKey=alice"),
-            (signed(send("Orders"), "mallory", "whatever1"), "No acl config for accessKey=mallory"),
-            (signed(send("Other"), "alice", "alice-secret"), "No permission for topic Other: accessKey=alice needs PUB, has SUB"),
             (
-                signed(RemotingCommand::request(rc::DELETE_TOPIC_IN_BROKER), "alice", "alice-secret"),
+                signed(send("Orders"), "alice", "wrong-secret"),
+                "Check signature failed for accessKey=alice",
+            ),
+            (
+                signed(send("Orders"), "mallory", "whatever1"),
+                "No acl config for accessKey=mallory",
+            ),
+            (
+                signed(send("Other"), "alice", "alice-secret"),
+                "No permission for topic Other: accessKey=alice needs PUB, has SUB",
+            ),
+            (
+                signed(
+                    RemotingCommand::request(rc::DELETE_TOPIC_IN_BROKER),
+                    "alice",
+                    "alice-secret",
+                ),
                 "Need admin permission for request code=215",
             ),
-            (signed(send("Orders"), "office", "office-secret"), "may not be used from 127.0.0.1"),
+            (
+                signed(send("Orders"), "office", "office-secret"),
+                "may not be used from 127.0.0.1",
+            ),
         ];
         for (i, (request, expected)) in cases.iter().enumerate() {
             let refusal = acl
@@ -377,15 +407,46 @@ default_topic_perm = "PUB|SUB"
         }
         let mut altered = ok.clone();
         altered.ext_fields.insert("b", "Other");
-        assert!(acl.check(Server::Broker, HOME, &altered, Duration::ZERO).is_err());
+        assert!(acl
+            .check(Server::Broker, HOME, &altered, Duration::ZERO)
+            .is_err());
         let trusted: IpAddr = "10.9.3.4".parse().expect("ip");
-        assert!(acl.check(Server::Broker, trusted, &send("Other"), Duration::ZERO).is_ok());
+        assert!(acl
+            .check(Server::Broker, trusted, &send("Other"), Duration::ZERO)
+            .is_ok());
+    }
+
+    #[test]
+    fn refusals_are_logged_once_a_minute_per_key() {
+        let acl = acl(AclMode::Enforcing);
+        let denial = |key: Option<&str>| Denial {
+            access_key: key.map(str::to_owned),
+            remark: "no".into(),
+        };
+        let t = Duration::from_secs(1_000);
+        assert!(acl.log(&denial(Some("alice")), HOME, 10, t));
+        assert!(!acl.log(
+            &denial(Some("alice")),
+            HOME,
+            10,
+            t + Duration::from_secs(59)
+        ));
+        assert!(acl.log(&denial(Some("bob")), HOME, 10, t), "another key");
+        assert!(acl.log(&denial(None), HOME, 10, t), "unsigned, by address");
+        assert!(acl.log(
+            &denial(Some("alice")),
+            HOME,
+            10,
+            t + Duration::from_secs(60)
+        ));
     }
 
     #[test]
     fn permissive_lets_everything_through_but_counts_it() {
         let acl = acl(AclMode::Permissive);
-        assert!(acl.check(Server::Broker, HOME, &send("Orders"), Duration::ZERO).is_ok());
+        assert!(acl
+            .check(Server::Broker, HOME, &send("Orders"), Duration::ZERO)
+            .is_ok());
         assert_eq!((acl.refused(), acl.would_refuse()), (0, 1));
     }
 
@@ -395,6 +456,8 @@ default_topic_perm = "PUB|SUB"
         let ok = signed(send("Orders"), "alice", "alice-secret");
         assert!(acl.check(Server::Broker, HOME, &ok, Duration::ZERO).is_ok());
         acl.replace_policy(Policy::default());
-        assert!(acl.check(Server::Broker, HOME, &ok, Duration::ZERO).is_err());
+        assert!(acl
+            .check(Server::Broker, HOME, &ok, Duration::ZERO)
+            .is_err());
     }
 }

@@ -225,7 +225,9 @@ impl PolicyFile {
 impl AccountFile {
     fn into_account(self) -> Result<Account> {
         if self.access_key.is_empty() {
-            return Err(Error::Config("acl: an account has an empty access_key".into()));
+            return Err(Error::Config(
+                "acl: an account has an empty access_key".into(),
+            ));
         }
         if self.secret_key.chars().count() < SECRET_KEY_LEN_MIN {
             return Err(Error::Config(format!(
@@ -276,7 +278,10 @@ mod tests {
         let r = AddressRange::parse("10.1.0.0/16").expect("valid");
         assert!(r.contains("10.1.200.3".parse().expect("ip")));
         assert!(!r.contains("10.2.0.1".parse().expect("ip")));
-        assert!(r.contains("::ffff:10.1.0.9".parse().expect("ip")), "v4-mapped");
+        assert!(
+            r.contains("::ffff:10.1.0.9".parse().expect("ip")),
+            "v4-mapped"
+        );
         let one = AddressRange::parse("192.168.1.7").expect("valid");
         assert!(one.contains("192.168.1.7".parse().expect("ip")));
         assert!(!one.contains("192.168.1.8".parse().expect("ip")));
@@ -319,7 +324,9 @@ admin = true
         let short = PolicyFile::parse("[[accounts]]\naccess_key = \"a\"\nsecret_key = \"short\"\n")
             .expect("parses");
         assert!(short.add_to(&mut Policy::default()).is_err());
-        assert!(PolicyFile::parse("[[accounts]]\naccess_key = \"a\"\nsecrte_key = \"x\"\n").is_err());
+        assert!(
+            PolicyFile::parse("[[accounts]]\naccess_key = \"a\"\nsecrte_key = \"x\"\n").is_err()
+        );
         let twice = PolicyFile::parse(
             "[[accounts]]\naccess_key = \"a\"\nsecret_key = \"1234567\"\n[[accounts]]\naccess_key = \"a\"\nsecret_key = \"1234567\"\n",
         )

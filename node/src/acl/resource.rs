@@ -87,7 +87,11 @@ fn role(server: Server, code: i32) -> Role {
             // Topic deletion, KV writes, and the name-server admin codes
             // Sluice does not serve (config update 318, write-permission
             // wipe/add 205/327) all change what every client sees.
-            rc::DELETE_TOPIC_IN_NAMESRV | rc::PUT_KV_CONFIG | rc::DELETE_KV_CONFIG | 205 | 318
+            rc::DELETE_TOPIC_IN_NAMESRV
+            | rc::PUT_KV_CONFIG
+            | rc::DELETE_KV_CONFIG
+            | 205
+            | 318
             | 327 => Role::Admin,
             _ => Role::Any,
         },
@@ -125,7 +129,10 @@ fn push_group(out: &mut Vec<(Resource, Perm)>, group: Option<&str>, perm: Perm) 
     }
 }
 
-fn broker_resources(request: &RemotingCommand, out: &mut Vec<(Resource, Perm)>) -> Result<(), String> {
+fn broker_resources(
+    request: &RemotingCommand,
+    out: &mut Vec<(Resource, Perm)>,
+) -> Result<(), String> {
     let f = |key| field(request, key);
     match request.code {
         rc::SEND_MESSAGE | rc::SEND_BATCH_MESSAGE | rc::SEND_REPLY_MESSAGE => {
@@ -184,12 +191,18 @@ mod tests {
 
     #[test]
     fn sends_need_pub_and_retry_topics_follow_their_group() {
-        let n = needs(Server::Broker, &request(rc::SEND_MESSAGE_V2, &[("a", "P"), ("b", "T")]))
-            .expect("readable");
+        let n = needs(
+            Server::Broker,
+            &request(rc::SEND_MESSAGE_V2, &[("a", "P"), ("b", "T")]),
+        )
+        .expect("readable");
         assert_eq!(n.resources, vec![(Resource::Topic("T".into()), Perm::PUB)]);
         assert_eq!(n.role, Role::Any);
-        let n = needs(Server::Broker, &request(rc::SEND_MESSAGE, &[("topic", "%RETRY%g")]))
-            .expect("readable");
+        let n = needs(
+            Server::Broker,
+            &request(rc::SEND_MESSAGE, &[("topic", "%RETRY%g")]),
+        )
+        .expect("readable");
         assert_eq!(n.resources, vec![(Resource::Group("g".into()), Perm::SUB)]);
     }
 
@@ -216,19 +229,34 @@ mod tests {
         );
         hb.body = bytes::Bytes::from_static(b"{not json");
         assert!(needs(Server::Broker, &hb).is_err());
-        for code in [rc::DELETE_TOPIC_IN_BROKER, rc::INVOKE_BROKER_TO_RESET_OFFSET] {
-            assert_eq!(needs(Server::Broker, &request(code, &[])).expect("ok").role, Role::Admin);
+        for code in [
+            rc::DELETE_TOPIC_IN_BROKER,
+            rc::INVOKE_BROKER_TO_RESET_OFFSET,
+        ] {
+            assert_eq!(
+                needs(Server::Broker, &request(code, &[])).expect("ok").role,
+                Role::Admin
+            );
         }
         assert_eq!(
-            needs(Server::NameServer, &request(rc::REGISTER_BROKER, &[])).expect("ok").role,
+            needs(Server::NameServer, &request(rc::REGISTER_BROKER, &[]))
+                .expect("ok")
+                .role,
             Role::Broker
         );
         assert_eq!(
-            needs(Server::NameServer, &request(rc::PUT_KV_CONFIG, &[])).expect("ok").role,
+            needs(Server::NameServer, &request(rc::PUT_KV_CONFIG, &[]))
+                .expect("ok")
+                .role,
             Role::Admin
         );
         assert_eq!(
-            needs(Server::NameServer, &request(rc::GET_ROUTEINFO_BY_TOPIC, &[])).expect("ok").role,
+            needs(
+                Server::NameServer,
+                &request(rc::GET_ROUTEINFO_BY_TOPIC, &[])
+            )
+            .expect("ok")
+            .role,
             Role::Any
         );
     }

@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 use sluice_core::disk::MmapDisk;
 use sluice_core::SystemClock;
 use sluice_net::TokioTransport;
-use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::acl::{self, Acl};
+use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::config_file::{
     parse_acl_mode, parse_flush_mode, require_acl_beyond_loopback, BrokerFile,
 };

@@ -24,7 +24,12 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
     /// Access key to sign requests with (RocketMQ ACL), with `--secret-key`.
-    #[arg(long, global = true, env = "SLUICE_ACCESS_KEY", requires = "secret_key")]
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_ACCESS_KEY",
+        requires = "secret_key"
+    )]
     access_key: Option<String>,
     /// Secret key of `--access-key`.
     #[arg(long, global = true, env = "SLUICE_SECRET_KEY", hide_env_values = true)]
