@@ -203,6 +203,9 @@ impl Acl {
         peer: IpAddr,
         request: &RemotingCommand,
     ) -> std::result::Result<(), Denial> {
+        if resource::role(server, request.code) == Role::Open {
+            return Ok(());
+        }
         let policy = self.policy();
         if policy
             .global_allow_addresses
@@ -215,7 +218,11 @@ impl Acl {
             access_key: key.map(str::to_owned),
             remark,
         };
-        let Some(key) = request.ext_fields.get(auth::ACCESS_KEY) else {
+        let Some(key) = request
+            .ext_fields
+            .get(auth::ACCESS_KEY)
+            .filter(|k| !k.is_empty())
+        else {
             return Err(deny(
                 None,
                 "[ACL] no AccessKey: this server accepts only signed requests".to_owned(),

@@ -22,6 +22,11 @@ pub enum Server {
 /// The account kind a request code needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// Anyone, signed or not: the name server's route and topic reads,
+    /// which every client makes before it can send (open in Apache's name
+    /// server too, so a client with a wrong secret learns it from the
+    /// broker's answer to its send, not from a missing route).
+    Open,
     /// Any account with a valid signature.
     Any,
     /// A broker credential (or an admin): broker registration.
@@ -80,7 +85,8 @@ pub fn needs(server: Server, request: &RemotingCommand) -> Result<Needs, String>
     Ok(Needs { role, resources })
 }
 
-fn role(server: Server, code: i32) -> Role {
+/// The role request `code` needs on `server`.
+pub fn role(server: Server, code: i32) -> Role {
     match server {
         Server::NameServer => match code {
             rc::REGISTER_BROKER | rc::UNREGISTER_BROKER | rc::QUERY_DATA_VERSION => Role::Broker,
@@ -93,6 +99,11 @@ fn role(server: Server, code: i32) -> Role {
             | 205
             | 318
             | 327 => Role::Admin,
+            rc::GET_ROUTEINFO_BY_TOPIC
+            | rc::GET_BROKER_CLUSTER_INFO
+            | rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+            | rc::GET_TOPICS_BY_CLUSTER
+            | rc::GET_KV_CONFIG => Role::Open,
             _ => Role::Any,
         },
         Server::Broker => match code {
@@ -257,7 +268,14 @@ mod tests {
             )
             .expect("ok")
             .role,
-            Role::Any
+            Role::Open
+        );
+        assert_eq!(
+            needs(Server::NameServer, &request(9_999, &[]))
+                .expect("ok")
+                .role,
+            Role::Any,
+            "unknown codes need an account"
         );
     }
 }
