@@ -286,6 +286,52 @@ impl Acl {
     }
 }
 
+/// What one access key may do on a topic and a group (`sluice acl check`).
+#[derive(Debug)]
+pub struct KeyReport {
+    /// The account, if the key is known.
+    pub account: Option<Account>,
+    /// Each permission asked about, allowed or the refusal's remark.
+    pub checks: Vec<(Resource, Perm, std::result::Result<(), String>)>,
+}
+
+impl Acl {
+    /// What `access_key` may do: publish and subscribe on `topic`,
+    /// subscribe on `group`, under the policy in force.
+    pub fn report(&self, access_key: &str, topic: Option<&str>, group: Option<&str>) -> KeyReport {
+        let policy = self.policy();
+        let Some(account) = policy.accounts.get(access_key) else {
+            return KeyReport {
+                account: None,
+                checks: Vec::new(),
+            };
+        };
+        let mut asked = Vec::new();
+        if let Some(t) = topic {
+            asked.push((Resource::topic(t), Perm::PUB));
+            asked.push((Resource::topic(t), Perm::SUB));
+        }
+        if let Some(g) = group {
+            asked.push((Resource::Group(g.to_owned()), Perm::SUB));
+        }
+        let checks = asked
+            .into_iter()
+            .map(|(resource, perm)| {
+                let needs = Needs {
+                    role: Role::Any,
+                    resources: vec![(resource.clone(), perm)],
+                };
+                let verdict = permitted(account, 0, &needs);
+                (resource, perm, verdict)
+            })
+            .collect();
+        KeyReport {
+            account: Some(account.clone()),
+            checks,
+        }
+    }
+}
+
 /// Whether `account` may make a request with `code` that `needs` this.
 fn permitted(account: &Account, code: i32, needs: &Needs) -> std::result::Result<(), String> {
     let key = &account.access_key;
@@ -367,7 +413,7 @@ default_topic_perm = "PUB|SUB"
         r
     }
 
-    const HOME: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1));
+    const HOME: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
     #[test]
     fn enforcing_refuses_and_counts_what_the_policy_does_not_allow() {
@@ -446,6 +492,44 @@ default_topic_perm = "PUB|SUB"
             10,
             t + Duration::from_secs(60)
         ));
+    }
+
+    #[test]
+    fn reload_rereads_the_file_and_keeps_the_old_policy_on_a_bad_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("acl.toml");
+        let account = |key: &str| {
+            format!("[[accounts]]\naccess_key = \"{key}\"\nsecret_key = \"{key}-secret\"\ndefault_topic_perm = \"PUB\"\n")
+        };
+        std::fs::write(&path, account("first")).expect("write");
+        let source = Source {
+            inline: Policy::default(),
+            file: Some(path.clone()),
+        };
+        let acl = Acl::load(AclMode::Enforcing, source).expect("loads");
+        let first = signed(send("T"), "first", "first-secret");
+        let second = signed(send("T"), "second", "second-secret");
+        assert!(acl
+            .check(Server::Broker, HOME, &first, Duration::ZERO)
+            .is_ok());
+        assert!(acl
+            .check(Server::Broker, HOME, &second, Duration::ZERO)
+            .is_err());
+        std::fs::write(&path, account("second")).expect("write");
+        assert_eq!(acl.reload().expect("reloads"), 1);
+        assert!(acl
+            .check(Server::Broker, HOME, &first, Duration::ZERO)
+            .is_err());
+        assert!(acl
+            .check(Server::Broker, HOME, &second, Duration::ZERO)
+            .is_ok());
+        std::fs::write(&path, "[[accounts]]\nnonsense = 1\n").expect("write");
+        assert!(acl.reload().is_err());
+        assert!(
+            acl.check(Server::Broker, HOME, &second, Duration::ZERO)
+                .is_ok(),
+            "a bad file leaves the policy in force"
+        );
     }
 
     #[test]

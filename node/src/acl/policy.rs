@@ -58,7 +58,6 @@ impl fmt::Display for Perm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match *self {
             Self::DENY => "DENY",
-            Self::ANY => "PUB|SUB",
             Self::PUB => "PUB",
             Self::SUB => "SUB",
             _ => "PUB|SUB",
@@ -110,6 +109,12 @@ impl AddressRange {
             }
             _ => false,
         }
+    }
+}
+
+impl fmt::Display for AddressRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix_bits)
     }
 }
 

@@ -117,6 +117,8 @@ pub fn role(server: Server, code: i32) -> Role {
             | rc::GET_BROKER_RUNTIME_INFO
             | rc::GET_CONSUMER_RUNNING_INFO
             | rc::CONSUME_MESSAGE_DIRECTLY
+            | rc::GET_BROKER_CLUSTER_ACL_CONFIG
+            | rc::SLUICE_ACL_CHECK
             // UPDATE_BROKER_CONFIG, not served by Sluice but admin in Apache.
             | 25 => Role::Admin,
             _ => Role::Any,

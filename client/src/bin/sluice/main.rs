@@ -1,7 +1,8 @@
 //! The `sluice` command-line tool: topics, cluster, pending, send, consume, query,
-//! group progress, offset reset and `sluice bench`. Human output by
+//! group progress, offset reset, `sluice acl` and `sluice bench`. Human output by
 //! default, one JSON document per command with `--json`.
 
+mod acl;
 mod bench;
 mod pending;
 mod verbs;
@@ -62,6 +63,9 @@ enum Cmd {
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Access control: list accounts, check what a key may do.
+    #[command(subcommand)]
+    Acl(acl::AclCmd),
 }
 
 fn main() -> std::process::ExitCode {
@@ -97,6 +101,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Group(c) => verbs::group(c, &cli.namesrv, out).await,
             Cmd::Offset(c) => verbs::offset(c, &cli.namesrv, out).await,
             Cmd::Bench(b) => bench::run(b, &cli.namesrv, cli.json).await,
+            Cmd::Acl(c) => acl::acl(c, &cli.namesrv, out).await,
         }
     });
     match result {

@@ -3,6 +3,7 @@
 //! &RemotingCommand) -> Reply` (see `crate::dispatch`), and [`routes`], the
 //! table that routes every code the broker serves to its handler.
 
+mod acl;
 mod admin;
 mod client;
 mod consume_stats;
@@ -124,6 +125,8 @@ fn table<D: Disk, C: Clock>() -> Vec<(i32, Route<Broker<D, C>>)> {
         ),
         (rc::INVOKE_BROKER_TO_RESET_OFFSET, route!(reset::handle)),
         (rc::END_TRANSACTION, route!(end_transaction::handle)),
+        (rc::GET_BROKER_CLUSTER_ACL_CONFIG, route!(acl::config)),
+        (rc::SLUICE_ACL_CHECK, route!(acl::check)),
     ]
 }
 
