@@ -185,39 +185,62 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
                 None => BrokerFile::default(),
             };
-            let acl_configured = file.acl.is_some();
-            let (mut config, file_data_dir) = file.into_config()?;
-            if let Some(listen) = broker_listen {
-                config.listen = listen;
-            }
-            if let Some(flush) = flush {
-                config.store.flush_mode = parse_flush_mode(&flush)?;
-            }
-            let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(file_data_dir));
-            // One policy guards both servers; the broker signs its
-            // registration with its own account.
-            require_acl_beyond_loopback(&namesrv_listen, acl_configured, "the name server")?;
-            require_acl_beyond_loopback(&config.listen, acl_configured, "the broker")?;
-            if config.acl.is_some() && config.credentials.is_none() {
-                anyhow::bail!(
-                    "standalone with ACL on needs acl.access_key and acl.secret_key: an account \
-                     with broker = true that the broker signs its registration with"
-                );
-            }
-            watch_acl(config.acl.as_ref());
-            let ns_config = NameServerConfig {
-                listen_addr: namesrv_listen,
-                acl: config.acl.clone(),
-                ..NameServerConfig::default()
+            let listen = Listen {
+                namesrv: namesrv_listen,
+                broker: broker_listen,
             };
-            let ns = NameServer::start(ns_config, SystemClock::new(), &TokioTransport).await?;
-            config.namesrv_addrs = vec![ns.local_addr().to_string()];
-            let result = run_broker(config, data_dir, stop).await;
-            ns.shutdown().await;
-            result?;
+            standalone(file, data_dir, listen, flush, stop).await?;
         }
     }
     Ok(())
+}
+
+/// Where `standalone` listens: the name server, and the broker unless the
+/// file says.
+struct Listen {
+    namesrv: String,
+    broker: Option<String>,
+}
+
+/// A name server and a broker in one process, guarded by one ACL policy;
+/// the broker signs its registration with its own account.
+async fn standalone(
+    file: BrokerFile,
+    data_dir: Option<PathBuf>,
+    listen: Listen,
+    flush: Option<String>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let acl_configured = file.acl.is_some();
+    let (mut config, file_data_dir) = file.into_config()?;
+    if let Some(broker) = listen.broker {
+        config.listen = broker;
+    }
+    if let Some(flush) = flush {
+        config.store.flush_mode = parse_flush_mode(&flush)?;
+    }
+    let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(file_data_dir));
+    // One policy guards both servers; the broker signs its
+    // registration with its own account.
+    require_acl_beyond_loopback(&listen.namesrv, acl_configured, "the name server")?;
+    require_acl_beyond_loopback(&config.listen, acl_configured, "the broker")?;
+    if config.acl.is_some() && config.credentials.is_none() {
+        anyhow::bail!(
+            "standalone with ACL on needs acl.access_key and acl.secret_key: an account \
+             with broker = true that the broker signs its registration with"
+        );
+    }
+    watch_acl(config.acl.as_ref());
+    let ns_config = NameServerConfig {
+        listen_addr: listen.namesrv,
+        acl: config.acl.clone(),
+        ..NameServerConfig::default()
+    };
+    let ns = NameServer::start(ns_config, SystemClock::new(), &TokioTransport).await?;
+    config.namesrv_addrs = vec![ns.local_addr().to_string()];
+    let result = run_broker(config, data_dir, stop).await;
+    ns.shutdown().await;
+    result
 }
 
 /// Starts controller `id` of `peers` with its raft state under `data_dir`,

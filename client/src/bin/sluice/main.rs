@@ -5,6 +5,7 @@
 mod acl;
 mod bench;
 mod pending;
+mod signing;
 mod verbs;
 
 use clap::Parser;
@@ -71,7 +72,7 @@ enum Cmd {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if let (Some(ak), Some(sk)) = (&cli.access_key, &cli.secret_key) {
-        verbs::sign_with(sluice_net::Credentials::new(ak, sk));
+        signing::sign_with(sluice_net::Credentials::new(ak, sk));
     }
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()

@@ -8,13 +8,13 @@ use serde_json::{json, Value};
 use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::PushConsumerConfig;
 use sluice_client::{
-    Admin, ClientConfig, ClientInstance, ConsumeFrom, LitePullConsumer, Message, MessageExt,
-    Producer, ProducerConfig, Subscription,
+    Admin, ConsumeFrom, LitePullConsumer, Message, MessageExt, Producer, ProducerConfig,
+    Subscription,
 };
 use sluice_core::{Clock, SystemClock};
 use sluice_net::TokioTransport;
 
-type Client = ClientInstance<TokioTransport, SystemClock>;
+pub(crate) use crate::signing::client;
 
 /// How results are printed.
 #[derive(Clone, Copy)]
@@ -31,32 +31,6 @@ impl Output {
             print!("{human}");
         }
     }
-}
-
-/// The credentials every client of this run signs with (set once, from
-/// the global flags, before any client is made).
-static CREDENTIALS: std::sync::OnceLock<sluice_net::Credentials> = std::sync::OnceLock::new();
-
-/// Signs every later client's requests with `credentials`.
-pub(crate) fn sign_with(credentials: sluice_net::Credentials) {
-    let _ = CREDENTIALS.set(credentials);
-}
-
-/// `config` with this run's credentials, if any.
-pub(crate) fn signed(mut config: ClientConfig) -> ClientConfig {
-    config.rpc.credentials = CREDENTIALS.get().cloned();
-    config
-}
-
-pub(crate) fn client(namesrv: &str) -> Client {
-    ClientInstance::new(
-        TokioTransport,
-        SystemClock::new(),
-        signed(
-            ClientConfig::new(namesrv)
-                .with_instance_name(format!("sluice-cli-{}", std::process::id())),
-        ),
-    )
 }
 
 /// `sluice topic ...`
