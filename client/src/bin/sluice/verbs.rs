@@ -8,13 +8,13 @@ use serde_json::{json, Value};
 use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::PushConsumerConfig;
 use sluice_client::{
-    Admin, ClientConfig, ClientInstance, ConsumeFrom, LitePullConsumer, Message, MessageExt,
-    Producer, ProducerConfig, Subscription,
+    Admin, ConsumeFrom, LitePullConsumer, Message, MessageExt, Producer, ProducerConfig,
+    Subscription,
 };
 use sluice_core::{Clock, SystemClock};
 use sluice_net::TokioTransport;
 
-type Client = ClientInstance<TokioTransport, SystemClock>;
+pub(crate) use crate::signing::client;
 
 /// How results are printed.
 #[derive(Clone, Copy)]
@@ -31,14 +31,6 @@ impl Output {
             print!("{human}");
         }
     }
-}
-
-pub(crate) fn client(namesrv: &str) -> Client {
-    ClientInstance::new(
-        TokioTransport,
-        SystemClock::new(),
-        ClientConfig::new(namesrv).with_instance_name(format!("sluice-cli-{}", std::process::id())),
-    )
 }
 
 /// `sluice topic ...`

@@ -21,7 +21,11 @@ const SETUP_POLL: Duration = Duration::from_millis(100);
 pub fn client(namesrv: &str, name: &str, clock: &SystemClock) -> Client {
     let config =
         ClientConfig::new(namesrv).with_instance_name(format!("{name}-{}", std::process::id()));
-    ClientInstance::new(TokioTransport, clock.clone(), config)
+    ClientInstance::new(
+        TokioTransport,
+        clock.clone(),
+        crate::signing::signed(config),
+    )
 }
 
 /// Creates `topic` with `queues` queues on every master unless it exists;
