@@ -309,6 +309,9 @@ fn namesrv_acl(
     mode: Option<&str>,
 ) -> anyhow::Result<Option<Arc<Acl>>> {
     require_acl_beyond_loopback(listen, file.is_some() || mode.is_some(), "the name server")?;
+    if file.is_none() && mode.is_none() {
+        return Ok(None);
+    }
     let Some(mode) = parse_acl_mode(mode.unwrap_or("enforcing"))? else {
         return Ok(None);
     };
