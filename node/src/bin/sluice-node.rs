@@ -1,15 +1,15 @@
 //! `sluice-node`: run a name server, a broker, or both in one process
 //! (`standalone`). Parses flags, picks the production seams (tokio TCP,
-//! mapped files, the system clock) and calls the library.
+//! plain or TLS; mapped files; the system clock) and calls the library.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use sluice_core::disk::MmapDisk;
 use sluice_core::SystemClock;
-use sluice_net::TokioTransport;
+use sluice_net::{TlsMode, TlsSettings, TlsTransport};
 use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::config_file::{parse_flush_mode, BrokerFile};
 use sluice_node::controller::{parse_peers, Controller, ControllerConfig};
@@ -43,8 +43,10 @@ enum Command {
         /// A broker silent this long is failed over.
         #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
         broker_timeout_ms: u64,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
-    /// A broker configured by a TOML file.
+    /// A broker configured by a TOML file (TLS: its `[tls]` table).
     Broker {
         /// Configuration file (every key optional).
         #[arg(long)]
@@ -67,11 +69,14 @@ enum Command {
         /// A broker silent this long is failed over.
         #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
         broker_timeout_ms: u64,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// A name server and a broker in one process, on an embedded data dir.
     /// The broker takes its settings from `--config` (a broker TOML file,
     /// every key optional); the flags below override the file, and the
-    /// broker always registers with the embedded name server.
+    /// broker always registers with the embedded name server. The file's
+    /// `[tls]` table applies to both servers.
     Standalone {
         /// Broker configuration file (the `broker` subcommand's format).
         #[arg(long)]
@@ -93,6 +98,53 @@ enum Command {
         #[arg(long)]
         flush: Option<String>,
     },
+}
+
+/// TLS flags, the broker file's `[tls]` keys by another name.
+#[derive(Args)]
+struct TlsArgs {
+    /// What the port accepts: `disabled`, `permissive` (TLS and plain on
+    /// one port) or `enforcing` (TLS only).
+    #[arg(long, default_value = "disabled")]
+    tls_mode: TlsMode,
+    /// Server certificate chain, leaf first (PEM).
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates chaining to this CA (mutual TLS).
+    #[arg(long)]
+    tls_client_ca: Option<PathBuf>,
+    /// Dial peers (controllers) with TLS, trusting this CA.
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Certificate presented when dialling (mutual TLS; with `--tls-client-key`).
+    #[arg(long)]
+    tls_client_cert: Option<PathBuf>,
+    /// Private key of `--tls-client-cert`.
+    #[arg(long)]
+    tls_client_key: Option<PathBuf>,
+    /// Dial TLS without verifying certificates (development only).
+    #[arg(long)]
+    tls_insecure: bool,
+}
+
+impl TlsArgs {
+    fn transport(self) -> anyhow::Result<TlsTransport> {
+        let settings = TlsSettings {
+            mode: self.tls_mode,
+            cert: self.tls_cert,
+            key: self.tls_key,
+            client_ca: self.tls_client_ca,
+            ca: self.tls_ca,
+            client_cert: self.tls_client_cert,
+            client_key: self.tls_client_key,
+            server_name: None,
+            insecure: self.tls_insecure,
+        };
+        Ok(settings.transport()?)
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -118,16 +170,25 @@ async fn run(command: Command) -> anyhow::Result<()> {
             controller_peers,
             controller_data_dir,
             broker_timeout_ms,
+            tls,
         } => {
+            let transport = tls.transport()?;
             let config = NameServerConfig {
                 listen_addr: listen,
                 ..NameServerConfig::default()
             };
-            let ns = NameServer::start(config, SystemClock::new(), &TokioTransport).await?;
+            let ns = NameServer::start(config, SystemClock::new(), &transport).await?;
             let controller = match (controller_id, controller_peers) {
                 (Some(id), Some(peers)) => Some(
-                    start_controller(id, &peers, None, &controller_data_dir, broker_timeout_ms)
-                        .await?,
+                    start_controller(
+                        id,
+                        &peers,
+                        None,
+                        &controller_data_dir,
+                        broker_timeout_ms,
+                        &transport,
+                    )
+                    .await?,
                 ),
                 _ => None,
             };
@@ -144,9 +205,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             listen,
             data_dir,
             broker_timeout_ms,
+            tls,
         } => {
+            let transport = tls.transport()?;
             let controller =
-                start_controller(id, &peers, listen, &data_dir, broker_timeout_ms).await?;
+                start_controller(id, &peers, listen, &data_dir, broker_timeout_ms, &transport)
+                    .await?;
             controller.run_until(wait(stop)).await;
         }
         Command::Broker { config } => {
@@ -154,8 +218,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
                 None => BrokerFile::default(),
             };
+            let transport = file.transport()?;
             let (config, data_dir) = file.into_config()?;
-            run_broker(config, PathBuf::from(data_dir), stop).await?;
+            run_broker(config, PathBuf::from(data_dir), transport, stop).await?;
         }
         Command::Standalone {
             config,
@@ -168,6 +233,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
                 None => BrokerFile::default(),
             };
+            let transport = file.transport()?;
+            if transport.mode() == TlsMode::Enforcing && !transport.dials_tls() {
+                anyhow::bail!(
+                    "[tls] mode = \"enforcing\" in standalone needs `ca` (or `insecure = true`): \
+                     the broker registers with its own name server over TLS"
+                );
+            }
             let (mut config, file_data_dir) = file.into_config()?;
             if let Some(listen) = broker_listen {
                 config.listen = listen;
@@ -180,9 +252,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 listen_addr: namesrv_listen,
                 ..NameServerConfig::default()
             };
-            let ns = NameServer::start(ns_config, SystemClock::new(), &TokioTransport).await?;
+            let ns = NameServer::start(ns_config, SystemClock::new(), &transport).await?;
             config.namesrv_addrs = vec![ns.local_addr().to_string()];
-            let result = run_broker(config, data_dir, stop).await;
+            let result = run_broker(config, data_dir, transport, stop).await;
             ns.shutdown().await;
             result?;
         }
@@ -198,6 +270,7 @@ async fn start_controller(
     listen: Option<String>,
     data_dir: &std::path::Path,
     broker_timeout_ms: u64,
+    transport: &TlsTransport,
 ) -> anyhow::Result<Controller> {
     let peers = parse_peers(peers)?;
     let listen = match listen {
@@ -214,7 +287,7 @@ async fn start_controller(
     };
     std::fs::create_dir_all(data_dir)?;
     let disk = MmapDisk::new(data_dir)?;
-    let controller = Controller::start(config, disk, SystemClock::new(), &TokioTransport).await?;
+    let controller = Controller::start(config, disk, SystemClock::new(), transport).await?;
     println!("sluice controller listening on {}", controller.local_addr());
     Ok(controller)
 }
@@ -222,6 +295,7 @@ async fn start_controller(
 async fn run_broker(
     config: BrokerConfig,
     data_dir: PathBuf,
+    transport: TlsTransport,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data_dir)?;
@@ -229,7 +303,7 @@ async fn run_broker(
     let broker = Broker::open(disk, SystemClock::new(), config).await?;
     let registered = Arc::clone(&broker);
     broker
-        .serve(TokioTransport, wait(stop), move |addr| {
+        .serve(transport, wait(stop), move |addr| {
             // A line scripts can wait for: printed once a name server has
             // the broker's routes (or after 10 s without one, with a
             // warning), so a client started on it does not miss the route.
