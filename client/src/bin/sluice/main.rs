@@ -6,7 +6,10 @@ mod bench;
 mod pending;
 mod verbs;
 
+use std::path::PathBuf;
+
 use clap::Parser;
+use sluice_net::{TlsSettings, TlsTransport};
 
 /// Sluice command-line tool.
 #[derive(Parser, Debug)]
@@ -23,8 +26,53 @@ struct Cli {
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
     json: bool,
+    #[command(flatten)]
+    tls: TlsFlags,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// How to reach TLS name servers and brokers.
+#[derive(clap::Args, Debug)]
+struct TlsFlags {
+    /// Connect with TLS (needs `--tls-ca`, or `--tls-insecure`).
+    #[arg(long, global = true, env = "SLUICE_TLS")]
+    tls: bool,
+    /// Trust servers whose certificates chain to this CA (PEM); implies `--tls`.
+    #[arg(long, global = true, env = "SLUICE_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// Present this certificate chain (PEM) for mutual TLS, with `--tls-key`.
+    #[arg(long, global = true, env = "SLUICE_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert`.
+    #[arg(long, global = true, env = "SLUICE_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// The name server certificates must carry [default: the host dialled].
+    #[arg(long, global = true, env = "SLUICE_TLS_SERVER_NAME")]
+    tls_server_name: Option<String>,
+    /// Connect with TLS without verifying certificates (development only).
+    #[arg(long, global = true, env = "SLUICE_TLS_INSECURE")]
+    tls_insecure: bool,
+}
+
+impl TlsFlags {
+    /// Plain TCP unless a `--tls*` flag asks for TLS.
+    fn transport(self) -> anyhow::Result<TlsTransport> {
+        let settings = TlsSettings {
+            ca: self.tls_ca,
+            client_cert: self.tls_cert,
+            client_key: self.tls_key,
+            server_name: self.tls_server_name,
+            insecure: self.tls_insecure,
+            ..TlsSettings::default()
+        };
+        if self.tls && !settings.dials_tls() {
+            anyhow::bail!(
+                "--tls needs --tls-ca FILE to verify servers (or --tls-insecure to skip that)"
+            );
+        }
+        Ok(settings.transport()?)
+    }
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -73,16 +121,21 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async move {
         let out = verbs::Output { json: cli.json };
+        let endpoint = verbs::Endpoint {
+            namesrv: cli.namesrv,
+            transport: cli.tls.transport()?,
+        };
+        let endpoint = &endpoint;
         match cli.cmd {
-            Cmd::Topic(c) => verbs::topic(c, &cli.namesrv, out).await,
-            Cmd::Cluster => verbs::cluster(&cli.namesrv, out).await,
-            Cmd::Pending => pending::pending(&cli.namesrv, out).await,
-            Cmd::Send(a) => verbs::send(a, &cli.namesrv, out).await,
-            Cmd::Consume(a) => verbs::consume(a, &cli.namesrv, out).await,
-            Cmd::Query(a) => verbs::query(a, &cli.namesrv, out).await,
-            Cmd::Group(c) => verbs::group(c, &cli.namesrv, out).await,
-            Cmd::Offset(c) => verbs::offset(c, &cli.namesrv, out).await,
-            Cmd::Bench(b) => bench::run(b, &cli.namesrv, cli.json).await,
+            Cmd::Topic(c) => verbs::topic(c, endpoint, out).await,
+            Cmd::Cluster => verbs::cluster(endpoint, out).await,
+            Cmd::Pending => pending::pending(endpoint, out).await,
+            Cmd::Send(a) => verbs::send(a, endpoint, out).await,
+            Cmd::Consume(a) => verbs::consume(a, endpoint, out).await,
+            Cmd::Query(a) => verbs::query(a, endpoint, out).await,
+            Cmd::Group(c) => verbs::group(c, endpoint, out).await,
+            Cmd::Offset(c) => verbs::offset(c, endpoint, out).await,
+            Cmd::Bench(b) => bench::run(b, endpoint, cli.json).await,
         }
     });
     match result {

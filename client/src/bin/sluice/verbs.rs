@@ -12,9 +12,9 @@ use sluice_client::{
     Producer, ProducerConfig, Subscription,
 };
 use sluice_core::{Clock, SystemClock};
-use sluice_net::TokioTransport;
+use sluice_net::TlsTransport;
 
-type Client = ClientInstance<TokioTransport, SystemClock>;
+type Client = ClientInstance<TlsTransport, SystemClock>;
 
 /// How results are printed.
 #[derive(Clone, Copy)]
@@ -33,11 +33,21 @@ impl Output {
     }
 }
 
-pub(crate) fn client(namesrv: &str) -> Client {
+/// Where the CLI's clients go: the name servers, and the transport (plain
+/// or TLS, from the `--tls*` flags) to reach them and the brokers.
+pub struct Endpoint {
+    /// Name server address(es), `;`-separated.
+    pub namesrv: String,
+    /// Plain TCP, or TLS when asked for.
+    pub transport: TlsTransport,
+}
+
+pub(crate) fn client(endpoint: &Endpoint) -> Client {
     ClientInstance::new(
-        TokioTransport,
+        endpoint.transport.clone(),
         SystemClock::new(),
-        ClientConfig::new(namesrv).with_instance_name(format!("sluice-cli-{}", std::process::id())),
+        ClientConfig::new(&endpoint.namesrv)
+            .with_instance_name(format!("sluice-cli-{}", std::process::id())),
     )
 }
 
@@ -76,15 +86,15 @@ pub enum TopicCmd {
 }
 
 /// Runs `sluice topic`.
-pub async fn topic(cmd: TopicCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn topic(cmd: TopicCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let result = topic_inner(&admin, cmd, out).await;
     admin.client().shutdown().await;
     result
 }
 
 async fn topic_inner(
-    admin: &Admin<TokioTransport, SystemClock>,
+    admin: &Admin<TlsTransport, SystemClock>,
     cmd: TopicCmd,
     out: Output,
 ) -> anyhow::Result<()> {
@@ -187,8 +197,8 @@ async fn topic_inner(
 }
 
 /// Runs `sluice cluster`.
-pub async fn cluster(namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn cluster(endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let brokers = admin.cluster().await.context("reading the cluster");
     admin.client().shutdown().await;
     let brokers = brokers?;
@@ -277,8 +287,8 @@ fn parse_property(s: &str) -> Result<(String, String), String> {
 }
 
 /// Runs `sluice send`.
-pub async fn send(args: SendArgs, namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let producer = Producer::new(client(namesrv), ProducerConfig::new(args.group.clone()));
+pub async fn send(args: SendArgs, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let producer = Producer::new(client(endpoint), ProducerConfig::new(args.group.clone()));
     let mut msg = Message::new(args.topic.clone(), args.body.clone().into_bytes());
     if let Some(t) = &args.tags {
         msg = msg.with_tags(t.clone());
@@ -396,7 +406,7 @@ fn message_line(m: &MessageExt) -> String {
 }
 
 /// Runs `sluice consume`. With `--json`, one JSON object per message (JSON lines).
-pub async fn consume(args: ConsumeArgs, namesrv: &str, out: Output) -> anyhow::Result<()> {
+pub async fn consume(args: ConsumeArgs, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
     let mut config = PushConsumerConfig::new(args.group.clone());
     config.consume_from =
         match args.from.as_str() {
@@ -412,7 +422,7 @@ pub async fn consume(args: ConsumeArgs, namesrv: &str, out: Output) -> anyhow::R
         (None, Some(tags)) => Subscription::tag(args.topic.clone(), tags.clone()),
         (None, None) => Subscription::all(args.topic.clone()),
     };
-    let c = client(namesrv);
+    let c = client(endpoint);
     let consumer = LitePullConsumer::new(c.clone(), config)?;
     consumer.subscribe(sub);
     consumer.start().await?;
@@ -476,8 +486,8 @@ pub struct QueryArgs {
 }
 
 /// Runs `sluice query`.
-pub async fn query(args: QueryArgs, namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn query(args: QueryArgs, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let found = match (&args.key, &args.id) {
         (Some(key), _) => {
             let topic = args.topic.as_deref().unwrap_or_default();
@@ -518,9 +528,9 @@ pub enum GroupCmd {
 }
 
 /// Runs `sluice group`.
-pub async fn group(cmd: GroupCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
+pub async fn group(cmd: GroupCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
     let GroupCmd::Progress { group, topic } = cmd;
-    let admin = Admin::new(client(namesrv));
+    let admin = Admin::new(client(endpoint));
     let progress = admin.group_progress(&group, topic.as_deref()).await;
     admin.client().shutdown().await;
     let progress = progress.with_context(|| format!("progress of group {group}"))?;
@@ -577,7 +587,7 @@ pub enum OffsetCmd {
 }
 
 /// Runs `sluice offset`.
-pub async fn offset(cmd: OffsetCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
+pub async fn offset(cmd: OffsetCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
     let OffsetCmd::Reset {
         group,
         topic,
@@ -590,7 +600,7 @@ pub async fn offset(cmd: OffsetCmd, namesrv: &str, out: Output) -> anyhow::Resul
             format!("--timestamp `{timestamp}` is not ms since the epoch or `now`")
         })?
     };
-    let admin = Admin::new(client(namesrv));
+    let admin = Admin::new(client(endpoint));
     let reset = admin.reset_offset_by_time(&group, &topic, ms).await;
     admin.client().shutdown().await;
     let reset = reset.with_context(|| format!("resetting {group} on {topic}"))?;
