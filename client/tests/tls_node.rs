@@ -1,7 +1,8 @@
 //! A real `sluice-node standalone` with `[tls] mode = "enforcing"`: its
 //! broker registers with its name server over TLS, the Rust client and the
 //! `sluice` CLI round-trip through it with TLS and are refused without, and
-//! Python's `ssl` module completes a handshake and a remoting request.
+//! Python's `ssl` module completes a handshake and a remoting request. Then
+//! a name server and a broker as separate processes with mutual TLS.
 
 #[path = "../../node/tests/support/mod.rs"]
 mod support;
@@ -9,7 +10,7 @@ mod support;
 #[path = "../../net/tests/support/pki.rs"]
 mod pki;
 
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use pki::Pki;
@@ -20,7 +21,7 @@ use sluice_client::{
     SendStatus, Subscription, TlsSettings, TlsTransport,
 };
 use sluice_core::SystemClock;
-use support::Node;
+use support::{free_port, node_binary, spawn_until, with_small_store, Node};
 
 /// A standalone node whose every port requires TLS; its broker dials its
 /// name server trusting the test CA.
@@ -172,4 +173,91 @@ fn python_ssl_completes_a_handshake_and_a_request_with_an_enforcing_node() {
     let fields: Vec<&str> = stdout.split_whitespace().collect();
     assert!(fields[0].starts_with("TLSv1."), "negotiated {stdout}");
     assert_eq!(&fields[1..], ["0", "7"], "SUCCESS to our opaque: {stdout}");
+}
+
+/// A `sluice-node` process, killed on drop.
+struct Proc(Child);
+
+impl Proc {
+    fn spawn(args: &[&std::ffi::OsStr], ready: &str) -> Self {
+        Self(spawn_until(Command::new(node_binary()).args(args), ready))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn broker_registers_with_a_mutual_tls_name_server_started_by_flags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = Pki::mint(dir.path());
+    let namesrv = format!("127.0.0.1:{}", free_port());
+    let ns_args: Vec<std::ffi::OsString> = vec![
+        "namesrv".into(),
+        "--listen".into(),
+        namesrv.clone().into(),
+        "--tls-mode".into(),
+        "enforcing".into(),
+        "--tls-cert".into(),
+        pki.server_cert.clone().into(),
+        "--tls-key".into(),
+        pki.server_key.clone().into(),
+        "--tls-client-ca".into(),
+        pki.ca.clone().into(),
+    ];
+    let ns_args: Vec<&std::ffi::OsStr> = ns_args.iter().map(AsRef::as_ref).collect();
+    let _ns = Proc::spawn(&ns_args, "sluice name server listening");
+    // The broker serves plain but dials the name server with TLS and its
+    // client certificate; "listening" waits for the registration.
+    let broker = format!("127.0.0.1:{}", free_port());
+    let toml = with_small_store(&format!(
+        "listen = \"{broker}\"\nlisten_vip = false\nnamesrv_addrs = [\"{namesrv}\"]\n\
+         data_dir = {:?}\n[tls]\nca = {:?}\nclient_cert = {:?}\nclient_key = {:?}\n",
+        dir.path().join("broker"),
+        pki.ca,
+        pki.client_cert,
+        pki.client_key,
+    ));
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, toml).expect("write broker.toml");
+    let _broker = Proc::spawn(
+        &["broker".as_ref(), "--config".as_ref(), config.as_os_str()],
+        "sluice broker listening",
+    );
+    let mutual = TlsSettings {
+        ca: Some(pki.ca.clone()),
+        client_cert: Some(pki.client_cert.clone()),
+        client_key: Some(pki.client_key.clone()),
+        ..TlsSettings::default()
+    }
+    .transport()
+    .expect("client settings");
+    let c = ClientInstance::new(mutual, SystemClock::new(), ClientConfig::new(&namesrv));
+    let info = Admin::new(c.clone())
+        .cluster_info()
+        .await
+        .expect("cluster info over mTLS");
+    let registered = info
+        .broker_addr_table
+        .values()
+        .any(|b| b.broker_addrs.values().any(|a| *a == broker));
+    assert!(registered, "the broker registered over mTLS: {info:?}");
+    c.shutdown().await;
+    let no_certificate = ClientInstance::new(
+        trusting(&pki),
+        SystemClock::new(),
+        ClientConfig::new(&namesrv),
+    );
+    assert!(
+        Admin::new(no_certificate.clone())
+            .cluster_info()
+            .await
+            .is_err(),
+        "no client certificate: refused"
+    );
+    no_certificate.shutdown().await;
 }
