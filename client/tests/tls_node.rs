@@ -23,12 +23,19 @@ use sluice_client::{
 use sluice_core::SystemClock;
 use support::{free_port, node_binary, spawn_until, with_small_store, Node};
 
+/// `path` as a TOML string (temp paths hold no quote or backslash).
+fn quoted(path: &std::path::Path) -> String {
+    format!("\"{}\"", path.display())
+}
+
 /// A standalone node whose every port requires TLS; its broker dials its
 /// name server trusting the test CA.
 fn enforcing_node(dir: &std::path::Path, pki: &Pki) -> Node {
     let toml = format!(
-        "[tls]\nmode = \"enforcing\"\ncert = {:?}\nkey = {:?}\nca = {:?}\n",
-        pki.server_cert, pki.server_key, pki.ca
+        "[tls]\nmode = \"enforcing\"\ncert = {}\nkey = {}\nca = {}\n",
+        quoted(&pki.server_cert),
+        quoted(&pki.server_key),
+        quoted(&pki.ca)
     );
     // The harness returns once the broker is registered: over TLS here.
     Node::start_with_config(dir, "async", &toml)
@@ -122,7 +129,7 @@ fn sluice_cli_reaches_an_enforcing_node_with_tls_ca_only() {
 }
 
 /// Handshakes with Python's `ssl` (verifying against the CA and the IP),
-/// sends GET_BROKER_CLUSTER_INFO as a JSON-header frame and prints the
+/// sends `GET_BROKER_CLUSTER_INFO` as a JSON-header frame and prints the
 /// negotiated version and the response code.
 const PYTHON_PROBE: &str = r#"
 import json, socket, ssl, struct, sys
@@ -216,11 +223,11 @@ async fn broker_registers_with_a_mutual_tls_name_server_started_by_flags() {
     let broker = format!("127.0.0.1:{}", free_port());
     let toml = with_small_store(&format!(
         "listen = \"{broker}\"\nlisten_vip = false\nnamesrv_addrs = [\"{namesrv}\"]\n\
-         data_dir = {:?}\n[tls]\nca = {:?}\nclient_cert = {:?}\nclient_key = {:?}\n",
-        dir.path().join("broker"),
-        pki.ca,
-        pki.client_cert,
-        pki.client_key,
+         data_dir = {}\n[tls]\nca = {}\nclient_cert = {}\nclient_key = {}\n",
+        quoted(&dir.path().join("broker")),
+        quoted(&pki.ca),
+        quoted(&pki.client_cert),
+        quoted(&pki.client_key),
     ));
     let config = dir.path().join("broker.toml");
     std::fs::write(&config, toml).expect("write broker.toml");

@@ -105,43 +105,43 @@ enum Command {
 struct TlsArgs {
     /// What the port accepts: `disabled`, `permissive` (TLS and plain on
     /// one port) or `enforcing` (TLS only).
-    #[arg(long, default_value = "disabled")]
-    tls_mode: TlsMode,
+    #[arg(long = "tls-mode", default_value = "disabled")]
+    mode: TlsMode,
     /// Server certificate chain, leaf first (PEM).
-    #[arg(long)]
-    tls_cert: Option<PathBuf>,
+    #[arg(long = "tls-cert")]
+    cert: Option<PathBuf>,
     /// Server private key (PEM).
-    #[arg(long)]
-    tls_key: Option<PathBuf>,
+    #[arg(long = "tls-key")]
+    key: Option<PathBuf>,
     /// Require client certificates chaining to this CA (mutual TLS).
-    #[arg(long)]
-    tls_client_ca: Option<PathBuf>,
+    #[arg(long = "tls-client-ca")]
+    client_ca: Option<PathBuf>,
     /// Dial peers (controllers) with TLS, trusting this CA.
-    #[arg(long)]
-    tls_ca: Option<PathBuf>,
+    #[arg(long = "tls-ca")]
+    ca: Option<PathBuf>,
     /// Certificate presented when dialling (mutual TLS; with `--tls-client-key`).
-    #[arg(long)]
-    tls_client_cert: Option<PathBuf>,
+    #[arg(long = "tls-client-cert")]
+    client_cert: Option<PathBuf>,
     /// Private key of `--tls-client-cert`.
-    #[arg(long)]
-    tls_client_key: Option<PathBuf>,
+    #[arg(long = "tls-client-key")]
+    client_key: Option<PathBuf>,
     /// Dial TLS without verifying certificates (development only).
-    #[arg(long)]
-    tls_insecure: bool,
+    #[arg(long = "tls-insecure")]
+    insecure: bool,
 }
 
 impl TlsArgs {
     fn transport(self) -> anyhow::Result<TlsTransport> {
         let settings = TlsSettings {
-            mode: self.tls_mode,
-            cert: self.tls_cert,
-            key: self.tls_key,
-            client_ca: self.tls_client_ca,
-            ca: self.tls_ca,
-            client_cert: self.tls_client_cert,
-            client_key: self.tls_client_key,
+            mode: self.mode,
+            cert: self.cert,
+            key: self.key,
+            client_ca: self.client_ca,
+            ca: self.ca,
+            client_cert: self.client_cert,
+            client_key: self.client_key,
             server_name: None,
-            insecure: self.tls_insecure,
+            insecure: self.insecure,
         };
         Ok(settings.transport()?)
     }
@@ -214,10 +214,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             controller.run_until(wait(stop)).await;
         }
         Command::Broker { config } => {
-            let file = match config {
-                Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
-                None => BrokerFile::default(),
-            };
+            let file = broker_file(config)?;
             let transport = file.transport()?;
             let (config, data_dir) = file.into_config()?;
             run_broker(config, PathBuf::from(data_dir), transport, stop).await?;
@@ -229,37 +226,55 @@ async fn run(command: Command) -> anyhow::Result<()> {
             broker_listen,
             flush,
         } => {
-            let file = match config {
-                Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
-                None => BrokerFile::default(),
-            };
-            let transport = file.transport()?;
-            if transport.mode() == TlsMode::Enforcing && !transport.dials_tls() {
-                anyhow::bail!(
-                    "[tls] mode = \"enforcing\" in standalone needs `ca` (or `insecure = true`): \
-                     the broker registers with its own name server over TLS"
-                );
-            }
-            let (mut config, file_data_dir) = file.into_config()?;
-            if let Some(listen) = broker_listen {
-                config.listen = listen;
-            }
-            if let Some(flush) = flush {
-                config.store.flush_mode = parse_flush_mode(&flush)?;
-            }
-            let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(file_data_dir));
-            let ns_config = NameServerConfig {
-                listen_addr: namesrv_listen,
-                ..NameServerConfig::default()
-            };
-            let ns = NameServer::start(ns_config, SystemClock::new(), &transport).await?;
-            config.namesrv_addrs = vec![ns.local_addr().to_string()];
-            let result = run_broker(config, data_dir, transport, stop).await;
-            ns.shutdown().await;
-            result?;
+            let file = broker_file(config)?;
+            let listen = (namesrv_listen, broker_listen);
+            run_standalone(file, data_dir, listen, flush, stop).await?;
         }
     }
     Ok(())
+}
+
+/// The broker file at `path` (every key default without one).
+fn broker_file(path: Option<PathBuf>) -> anyhow::Result<BrokerFile> {
+    Ok(match path {
+        Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
+        None => BrokerFile::default(),
+    })
+}
+
+/// A name server and a broker registered with it, in this process, both
+/// on the transport of the file's `[tls]`; the flags override the file.
+async fn run_standalone(
+    file: BrokerFile,
+    data_dir: Option<PathBuf>,
+    (namesrv_listen, broker_listen): (String, Option<String>),
+    flush: Option<String>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let transport = file.transport()?;
+    if transport.mode() == TlsMode::Enforcing && !transport.dials_tls() {
+        anyhow::bail!(
+            "[tls] mode = \"enforcing\" in standalone needs `ca` (or `insecure = true`): \
+             the broker registers with its own name server over TLS"
+        );
+    }
+    let (mut config, file_data_dir) = file.into_config()?;
+    if let Some(listen) = broker_listen {
+        config.listen = listen;
+    }
+    if let Some(flush) = flush {
+        config.store.flush_mode = parse_flush_mode(&flush)?;
+    }
+    let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(file_data_dir));
+    let ns_config = NameServerConfig {
+        listen_addr: namesrv_listen,
+        ..NameServerConfig::default()
+    };
+    let ns = NameServer::start(ns_config, SystemClock::new(), &transport).await?;
+    config.namesrv_addrs = vec![ns.local_addr().to_string()];
+    let result = run_broker(config, data_dir, transport, stop).await;
+    ns.shutdown().await;
+    result
 }
 
 /// Starts controller `id` of `peers` with its raft state under `data_dir`,

@@ -26,7 +26,7 @@ mod stats;
 
 pub use args::{ConsumeArgs, E2eArgs, ProduceArgs};
 
-use crate::verbs::Endpoint;
+use crate::endpoint::Endpoint;
 
 /// `sluice bench` verbs.
 #[derive(clap::Subcommand, Debug)]

@@ -3,13 +3,11 @@
 //! default, one JSON document per command with `--json`.
 
 mod bench;
+mod endpoint;
 mod pending;
 mod verbs;
 
-use std::path::PathBuf;
-
 use clap::Parser;
-use sluice_net::{TlsSettings, TlsTransport};
 
 /// Sluice command-line tool.
 #[derive(Parser, Debug)]
@@ -27,52 +25,9 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
     #[command(flatten)]
-    tls: TlsFlags,
+    tls: endpoint::TlsFlags,
     #[command(subcommand)]
     cmd: Cmd,
-}
-
-/// How to reach TLS name servers and brokers.
-#[derive(clap::Args, Debug)]
-struct TlsFlags {
-    /// Connect with TLS (needs `--tls-ca`, or `--tls-insecure`).
-    #[arg(long, global = true, env = "SLUICE_TLS")]
-    tls: bool,
-    /// Trust servers whose certificates chain to this CA (PEM); implies `--tls`.
-    #[arg(long, global = true, env = "SLUICE_TLS_CA", value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
-    /// Present this certificate chain (PEM) for mutual TLS, with `--tls-key`.
-    #[arg(long, global = true, env = "SLUICE_TLS_CERT", value_name = "FILE")]
-    tls_cert: Option<PathBuf>,
-    /// The private key (PEM) of `--tls-cert`.
-    #[arg(long, global = true, env = "SLUICE_TLS_KEY", value_name = "FILE")]
-    tls_key: Option<PathBuf>,
-    /// The name server certificates must carry [default: the host dialled].
-    #[arg(long, global = true, env = "SLUICE_TLS_SERVER_NAME")]
-    tls_server_name: Option<String>,
-    /// Connect with TLS without verifying certificates (development only).
-    #[arg(long, global = true, env = "SLUICE_TLS_INSECURE")]
-    tls_insecure: bool,
-}
-
-impl TlsFlags {
-    /// Plain TCP unless a `--tls*` flag asks for TLS.
-    fn transport(self) -> anyhow::Result<TlsTransport> {
-        let settings = TlsSettings {
-            ca: self.tls_ca,
-            client_cert: self.tls_cert,
-            client_key: self.tls_key,
-            server_name: self.tls_server_name,
-            insecure: self.tls_insecure,
-            ..TlsSettings::default()
-        };
-        if self.tls && !settings.dials_tls() {
-            anyhow::bail!(
-                "--tls needs --tls-ca FILE to verify servers (or --tls-insecure to skip that)"
-            );
-        }
-        Ok(settings.transport()?)
-    }
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -121,7 +76,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async move {
         let out = verbs::Output { json: cli.json };
-        let endpoint = verbs::Endpoint {
+        let endpoint = endpoint::Endpoint {
             namesrv: cli.namesrv,
             transport: cli.tls.transport()?,
         };

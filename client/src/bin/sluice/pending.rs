@@ -10,7 +10,8 @@ use anyhow::Context;
 use serde_json::json;
 use sluice_client::Admin;
 
-use crate::verbs::{client, Endpoint, Output};
+use crate::endpoint::{client, Endpoint};
+use crate::verbs::Output;
 
 /// Runtime-info key: JSON object real topic → pending timer messages.
 const PENDING_TIMERS_KEY: &str = "sluicePendingTimers";

@@ -8,13 +8,12 @@ use serde_json::{json, Value};
 use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::PushConsumerConfig;
 use sluice_client::{
-    Admin, ClientConfig, ClientInstance, ConsumeFrom, LitePullConsumer, Message, MessageExt,
-    Producer, ProducerConfig, Subscription,
+    Admin, ConsumeFrom, LitePullConsumer, Message, MessageExt, Producer, ProducerConfig,
+    Subscription, TlsTransport,
 };
 use sluice_core::{Clock, SystemClock};
-use sluice_net::TlsTransport;
 
-type Client = ClientInstance<TlsTransport, SystemClock>;
+use crate::endpoint::{client, Endpoint};
 
 /// How results are printed.
 #[derive(Clone, Copy)]
@@ -31,24 +30,6 @@ impl Output {
             print!("{human}");
         }
     }
-}
-
-/// Where the CLI's clients go: the name servers, and the transport (plain
-/// or TLS, from the `--tls*` flags) to reach them and the brokers.
-pub struct Endpoint {
-    /// Name server address(es), `;`-separated.
-    pub namesrv: String,
-    /// Plain TCP, or TLS when asked for.
-    pub transport: TlsTransport,
-}
-
-pub(crate) fn client(endpoint: &Endpoint) -> Client {
-    ClientInstance::new(
-        endpoint.transport.clone(),
-        SystemClock::new(),
-        ClientConfig::new(&endpoint.namesrv)
-            .with_instance_name(format!("sluice-cli-{}", std::process::id())),
-    )
 }
 
 /// `sluice topic ...`

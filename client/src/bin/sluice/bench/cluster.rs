@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::verbs::Endpoint;
+use crate::endpoint::Endpoint;
 use anyhow::{bail, Context};
 use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::api;

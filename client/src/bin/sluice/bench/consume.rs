@@ -14,7 +14,7 @@ use super::progress;
 use super::receive::{Measure, Plan, ReceiveStats, Receivers};
 use super::report::{CpuMark, Setup, Summary};
 use super::stamp::Stamper;
-use crate::verbs::Endpoint;
+use crate::endpoint::Endpoint;
 
 /// How often the run checks for its end and for idleness.
 const TICK: Duration = Duration::from_millis(50);

@@ -17,7 +17,7 @@ use super::progress;
 use super::receive::{Measure, Plan, ReceiveStats, Receivers};
 use super::report::{Cost, CpuMark, Setup, Summary};
 use super::stamp::{Stamper, STAMP_BYTES};
-use crate::verbs::Endpoint;
+use crate::endpoint::Endpoint;
 
 /// Longest the consumers get after the senders stop.
 const DRAIN_MAX: Duration = Duration::from_secs(3);

@@ -18,7 +18,7 @@ use super::cluster::{self, Client};
 use super::pacer::Schedule;
 use super::stamp::{self, Stamper};
 use super::stats::{Meter, Recorder};
-use crate::verbs::Endpoint;
+use crate::endpoint::Endpoint;
 
 type BenchProducer = Producer<TlsTransport, SystemClock>;
 

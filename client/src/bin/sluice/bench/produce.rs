@@ -15,7 +15,7 @@ use super::load::{SendStats, Senders, Window};
 use super::progress;
 use super::report::{CpuMark, Setup, Summary, Syncs};
 use super::stamp::Stamper;
-use crate::verbs::Endpoint;
+use crate::endpoint::Endpoint;
 
 /// How long oneway sends may take to land in the store after the senders stop.
 const SETTLE_MAX: Duration = Duration::from_secs(2);

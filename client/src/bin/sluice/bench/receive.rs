@@ -21,7 +21,7 @@ use super::args::{ConsumerArgs, ConsumerKind, StartFrom};
 use super::cluster::{self, Client};
 use super::stamp::{self, Stamper};
 use super::stats::{Meter, Recorder};
-use crate::verbs::Endpoint;
+use crate::endpoint::Endpoint;
 
 /// Longest a pull loop's long poll is held, so that a stop is seen promptly.
 const PULL_HOLD_MAX: Duration = Duration::from_secs(1);
