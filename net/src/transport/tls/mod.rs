@@ -185,7 +185,7 @@ impl fmt::Debug for TlsTransport {
         f.debug_struct("TlsTransport")
             .field("mode", &self.mode())
             .field("dials_tls", &self.dialer.is_some())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
