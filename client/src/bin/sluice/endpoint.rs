@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use clap::builder::BoolishValueParser;
+
 use sluice_client::{ClientConfig, ClientInstance, TlsSettings, TlsTransport};
 use sluice_core::SystemClock;
 
@@ -16,7 +18,7 @@ pub type Client = ClientInstance<TlsTransport, SystemClock>;
 // subcommand's: the tls_ prefix keeps `tls_key` apart from `query --key`.
 pub struct TlsFlags {
     /// Connect with TLS (needs `--tls-ca`, or `--tls-insecure`).
-    #[arg(long = "tls", global = true, env = "SLUICE_TLS")]
+    #[arg(long = "tls", global = true, env = "SLUICE_TLS", value_parser = BoolishValueParser::new())]
     tls: bool,
     /// Trust servers whose certificates chain to this CA (PEM); implies `--tls`.
     #[arg(
@@ -50,7 +52,12 @@ pub struct TlsFlags {
     )]
     tls_server_name: Option<String>,
     /// Connect with TLS without verifying certificates (development only).
-    #[arg(long = "tls-insecure", global = true, env = "SLUICE_TLS_INSECURE")]
+    #[arg(
+        long = "tls-insecure",
+        global = true,
+        env = "SLUICE_TLS_INSECURE",
+        value_parser = BoolishValueParser::new()
+    )]
     tls_insecure: bool,
 }
 
