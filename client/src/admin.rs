@@ -167,6 +167,45 @@ impl<T: Transport, C: Clock> Admin<T, C> {
         Ok(table.table)
     }
 
+    /// Each master's ACL policy (`GET_BROKER_CLUSTER_ACL_CONFIG`, admin
+    /// only; secrets are never sent), by broker name.
+    pub async fn acl_config(&self) -> Result<Vec<(String, serde_json::Value)>> {
+        let mut out = Vec::new();
+        for (name, addr) in self.masters(&[]).await? {
+            let request = RemotingCommand::request(request_code::GET_BROKER_CLUSTER_ACL_CONFIG);
+            let response = self.client.invoke_ok(&addr, request).await?;
+            let value = serde_json::from_slice(&response.body)
+                .map_err(|e| Error::decode("acl config", e))?;
+            out.push((name, value));
+        }
+        Ok(out)
+    }
+
+    /// What `access_key` may do on `topic` and `group`, as each master's
+    /// policy says (`SLUICE_ACL_CHECK`, admin only), by broker name.
+    pub async fn acl_check(
+        &self,
+        access_key: &str,
+        topic: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<Vec<(String, serde_json::Value)>> {
+        let header = sluice_net::header::AclCheckRequestHeader {
+            access_key_to_check: access_key.to_owned(),
+            topic: topic.map(str::to_owned),
+            group: group.map(str::to_owned),
+        };
+        let mut out = Vec::new();
+        for (name, addr) in self.masters(&[]).await? {
+            let request =
+                RemotingCommand::request_with_header(request_code::SLUICE_ACL_CHECK, &header);
+            let response = self.client.invoke_ok(&addr, request).await?;
+            let value = serde_json::from_slice(&response.body)
+                .map_err(|e| Error::decode("acl check", e))?;
+            out.push((name, value));
+        }
+        Ok(out)
+    }
+
     async fn masters(&self, only: &[String]) -> Result<Vec<(String, String)>> {
         let info = self.cluster_info().await?;
         let masters: Vec<(String, String)> = info

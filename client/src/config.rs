@@ -60,6 +60,18 @@ impl ClientConfig {
         self
     }
 
+    /// Signs every request with `access_key`/`secret_key` (RocketMQ ACL
+    /// 1.0, as `AclClientRPCHook`), builder style.
+    #[must_use]
+    pub fn with_credentials(
+        mut self,
+        access_key: impl Into<String>,
+        secret_key: impl Into<String>,
+    ) -> Self {
+        self.rpc.credentials = Some(sluice_net::Credentials::new(access_key, secret_key));
+        self
+    }
+
     /// The client ID brokers know this client by: `ip@instance`.
     pub fn client_id(&self) -> String {
         format!("{}@{}", self.client_ip, self.instance_name)

@@ -64,6 +64,8 @@ struct Notices {
     resets: Mutex<BTreeMap<String, mpsc::UnboundedSender<OffsetReset>>>,
     /// Per producer group, the listener answering `CHECK_TRANSACTION_STATE`.
     transactions: Mutex<BTreeMap<String, Arc<dyn TransactionListener>>>,
+    /// What answers sent on a broker's own connection are signed with.
+    credentials: Option<sluice_net::Credentials>,
 }
 
 impl Notices {
@@ -101,7 +103,10 @@ pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 impl<T: Transport, C: Clock> ClientInstance<T, C> {
     /// A client over `transport`; nothing runs until [`ClientInstance::start`].
     pub fn new(transport: T, clock: C, config: ClientConfig) -> Self {
-        let notices = Arc::new(Notices::default());
+        let notices = Arc::new(Notices {
+            credentials: config.rpc.credentials.clone(),
+            ..Notices::default()
+        });
         let handler_notices = Arc::clone(&notices);
         let handler = move |ctx: RequestContext, request: RemotingCommand| {
             let notices = Arc::clone(&handler_notices);
@@ -629,6 +634,7 @@ fn answer_transaction_check(ctx: &RequestContext, notices: &Notices, request: &R
         return;
     };
     let connection = ctx.connection.clone();
+    let credentials = notices.credentials.clone();
     runtime.spawn(async move {
         let state = listener.check(&msg);
         if state == LocalTransactionState::Unknown {
@@ -645,6 +651,9 @@ fn answer_transaction_check(ctx: &RequestContext, notices: &Notices, request: &R
         };
         let mut cmd = RemotingCommand::request_with_header(request_code::END_TRANSACTION, &end);
         cmd.mark_oneway();
+        if let Some(credentials) = &credentials {
+            credentials.sign(&mut cmd);
+        }
         if let Err(e) = connection.invoke_oneway(cmd, Duration::from_secs(3)).await {
             tracing::debug!(error = %e, "answer to a transaction check not delivered");
         }

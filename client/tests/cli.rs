@@ -319,3 +319,88 @@ fn bad_input_fails_with_a_clear_message() {
     assert!(!unreachable.status.success());
     assert!(String::from_utf8_lossy(&unreachable.stderr).contains("error:"));
 }
+
+const ACL_TOML: &str = r#"
+[acl]
+mode = "enforcing"
+access_key = "broker-a"
+secret_key = "broker-a-secret"
+[[acl.accounts]]
+access_key = "broker-a"
+secret_key = "broker-a-secret"
+broker = true
+[[acl.accounts]]
+access_key = "root"
+secret_key = "root-secret"
+admin = true
+default_topic_perm = "PUB|SUB"
+default_group_perm = "PUB|SUB"
+[[acl.accounts]]
+access_key = "app"
+secret_key = "app-secret"
+default_group_perm = "SUB"
+topic_perms = { Orders = "PUB|SUB", ReadOnly = "SUB" }
+"#;
+
+#[test]
+fn acl_verbs_list_accounts_and_check_keys_and_every_verb_signs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start_with_config(dir.path(), "async", ACL_TOML);
+    let root = ["--access-key", "root", "--secret-key", "root-secret"];
+    let with = |creds: &[&str], args: &[&str]| {
+        let mut all = creds.to_vec();
+        all.extend_from_slice(args);
+        sluice(&node, &all)
+    };
+    let unsigned = sluice(&node, &["topic", "create", "--topic", "Orders"]);
+    assert!(
+        !unsigned.status.success(),
+        "an unsigned admin verb is refused"
+    );
+    assert!(String::from_utf8_lossy(&unsigned.stderr).contains("no AccessKey"));
+    let made = with(&root, &["topic", "create", "--topic", "Orders"]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+
+    let mut args = root.to_vec();
+    args.extend(["acl", "list"]);
+    let list = json(&node, &args);
+    let text = list.to_string();
+    assert!(
+        text.contains("\"accessKey\":\"app\"") && text.contains("ReadOnly=SUB"),
+        "{text}"
+    );
+    assert!(!text.contains("-secret"), "a secret was listed: {text}");
+
+    let mut args = root.to_vec();
+    args.extend([
+        "acl", "check", "--key", "app", "--topic", "ReadOnly", "--group", "g",
+    ]);
+    let check = json(&node, &args);
+    let checks = &check[0]["answer"]["checks"];
+    let verdict = |perm: &str, resource: &str| {
+        checks
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["perm"] == perm && c["resource"] == resource)
+            .map(|c| c["allowed"] == true)
+            .expect("checked")
+    };
+    assert!(!verdict("PUB", "topic ReadOnly"));
+    assert!(verdict("SUB", "topic ReadOnly"));
+    assert!(verdict("SUB", "group g"));
+
+    let app = ["--access-key", "app", "--secret-key", "app-secret"];
+    let sent = with(&app, &["send", "--topic", "Orders", "--body", "signed"]);
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let denied = with(&app, &["send", "--topic", "ReadOnly", "--body", "x"]);
+    assert!(!denied.status.success(), "a SUB-only key cannot send");
+}

@@ -215,6 +215,9 @@ async fn broker_registers_with_a_mutual_tls_name_server_started_by_flags() {
         pki.server_key.clone().into(),
         "--tls-client-ca".into(),
         pki.ca.clone().into(),
+        // About TLS only: no access control.
+        "--acl-mode".into(),
+        "off".into(),
     ];
     let ns_args: Vec<&std::ffi::OsStr> = ns_args.iter().map(AsRef::as_ref).collect();
     let _ns = Proc::spawn(&ns_args, "sluice name server listening");

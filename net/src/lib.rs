@@ -10,9 +10,11 @@
 //! - [`transport`]: the [`Transport`] seam with tokio, tokio + TLS
 //!   ([`TlsTransport`]) and (feature `testing`) turmoil implementations,
 //!   and the framed reader/writer.
+//! - [`auth`]: RocketMQ ACL 1.0 request signatures ([`Credentials`]).
 //! - [`rpc`]: [`RpcClient`], [`RpcServer`], the [`Handler`] trait and
 //!   [`ConnectionHandle`] for server-initiated requests.
 
+pub mod auth;
 pub mod body;
 mod error;
 pub mod header;
@@ -20,6 +22,7 @@ pub mod remoting;
 pub mod rpc;
 pub mod transport;
 
+pub use auth::Credentials;
 pub use error::{Error, FrameError, Result};
 pub use remoting::{ExtFields, RemotingCommand};
 pub use rpc::{

@@ -9,6 +9,10 @@
 //! [`Refusal`] into its response in one place, so handlers use `?` on a
 //! header that cannot be read or a store that refused.
 //!
+//! A table may carry a [`Guard`] (access control: the broker's and the
+//! name server's ACL) that sees every request before any handler, unknown
+//! codes included, and may refuse it; a refused request reaches no handler.
+//!
 //! A table may carry an [`Observer`] (the broker's does): it reads the
 //! server's clock before and after every answer and records the request
 //! code, response code and latency, so no handler times itself.
@@ -35,6 +39,10 @@ pub type ReplyFuture<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
 
 /// One request code's handler over the server state `S`.
 pub type Route<S> = for<'a> fn(&'a S, &'a RequestContext, &'a RemotingCommand) -> ReplyFuture<'a>;
+
+/// A check a table runs on every request before routing it: `Err` answers
+/// the refusal and no handler runs.
+pub type Guard<S> = fn(&S, &RequestContext, &RemotingCommand) -> Result<(), Refusal>;
 
 /// Hooks a table calls around every request it answers, over the server
 /// state: `now` reads the server's monotonic clock seam, `record` is told
@@ -121,6 +129,7 @@ struct Table<S> {
     routes: BTreeMap<i32, Route<S>>,
     server: &'static str,
     observer: Option<Observer<S>>,
+    guard: Option<Guard<S>>,
 }
 
 impl<S> Clone for Routes<S> {
@@ -163,7 +172,17 @@ impl<S: Send + Sync + 'static> Routes<S> {
             routes: table,
             server,
             observer,
+            guard: None,
         }))
+    }
+
+    /// This table with `guard` run before every request.
+    #[must_use]
+    pub fn guarded(mut self, guard: Guard<S>) -> Self {
+        let table =
+            Arc::get_mut(&mut self.0).expect("invariant: a table is guarded before it is shared");
+        table.guard = Some(guard);
+        self
     }
 
     /// The codes this table serves, ascending.
@@ -176,9 +195,13 @@ impl<S: Send + Sync + 'static> Routes<S> {
     pub async fn answer(&self, ctx: &RequestContext, request: &RemotingCommand) -> RemotingCommand {
         let table = &self.0;
         let start = table.observer.as_ref().map(|o| (o.now)(&table.state));
-        let reply = match table.routes.get(&request.code) {
-            Some(route) => route(&table.state, ctx, request).await,
-            None => Err(Refusal::new(
+        let allowed = table
+            .guard
+            .map_or(Ok(()), |guard| guard(&table.state, ctx, request));
+        let reply = match (allowed, table.routes.get(&request.code)) {
+            (Err(refusal), _) => Err(refusal),
+            (Ok(()), Some(route)) => route(&table.state, ctx, request).await,
+            (Ok(()), None) => Err(Refusal::new(
                 response_code::REQUEST_CODE_NOT_SUPPORTED,
                 format!(" request type {} not supported", request.code),
             )),

@@ -10,10 +10,13 @@
 //!   masters from the in-sync set (RocketMQ 5 controller mode), and its client.
 //! - [`dispatch`]: one request shape for all three servers: a handler per
 //!   code in one [`dispatch::Routes`] table, refusals answered in one place.
+//! - [`acl`]: access control (RocketMQ ACL 1.0 signatures, accounts and
+//!   permissions) guarding the broker's and the name server's tables.
 //! - [`config_file`]: the broker's TOML configuration file.
 //! - [`error`]: the crate's `Error`.
 //! - `testing` (feature `testing` only): `SimClock`, the simulated clock.
 
+pub mod acl;
 pub mod broker;
 pub mod config_file;
 pub mod controller;

@@ -74,3 +74,16 @@ command_header! {
         offset: Option<i64> = "offset",
     }
 }
+
+command_header! {
+    /// `SLUICE_ACL_CHECK` (3500) request header: what `access_key_to_check`
+    /// may do on `topic` and `group` (the signer's own key is `AccessKey`).
+    AclCheckRequestHeader {
+        /// The key asked about.
+        access_key_to_check: String = "accessKeyToCheck",
+        /// A topic to check publish and subscribe on.
+        topic: Option<String> = "topic",
+        /// A group to check subscribe on.
+        group: Option<String> = "group",
+    }
+}

@@ -139,6 +139,13 @@ request_codes! {
     /// Pull messages for a lite-pull consumer (served as `PULL_MESSAGE`).
     LITE_PULL_MESSAGE = 361;
 
+    // Access control.
+    /// The broker's ACL policy (Apache's `AclConfig` body; Sluice leaves
+    /// the secrets out).
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54;
+    /// Sluice: what an access key may do on a topic and a group.
+    SLUICE_ACL_CHECK = 3_500;
+
     // Further requests Java clients send in normal operation (listed in
     // node/tests/fixtures/java_client_request_codes.txt).
     /// Upload a class-filter source (4.x class filter mode).

@@ -67,9 +67,10 @@ impl<T: Transport> RpcClient<T> {
     pub async fn invoke(
         &self,
         addr: &str,
-        request: RemotingCommand,
+        mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand> {
+        self.sign(&mut request);
         let deadline = Instant::now() + timeout;
         let connection = self.connection_until(addr, deadline).await?;
         connection
@@ -82,14 +83,22 @@ impl<T: Transport> RpcClient<T> {
     pub async fn invoke_oneway(
         &self,
         addr: &str,
-        request: RemotingCommand,
+        mut request: RemotingCommand,
         timeout: Duration,
     ) -> Result<()> {
+        self.sign(&mut request);
         let deadline = Instant::now() + timeout;
         let connection = self.connection_until(addr, deadline).await?;
         connection
             .invoke_oneway(request, deadline.saturating_duration_since(Instant::now()))
             .await
+    }
+
+    /// Signs `request` with the configured credentials, if any.
+    fn sign(&self, request: &mut RemotingCommand) {
+        if let Some(credentials) = &self.inner.config.credentials {
+            credentials.sign(request);
+        }
     }
 
     /// The open connection to `addr`, dialling if there is none.

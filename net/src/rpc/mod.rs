@@ -80,6 +80,9 @@ pub struct RpcConfig {
     /// A whole frame of the largest size arrives in well under this on any
     /// working link.
     pub partial_frame_timeout: Option<Duration>,
+    /// Credentials an [`RpcClient`] signs every request it sends with
+    /// (RocketMQ ACL 1.0); `None` sends requests unsigned.
+    pub credentials: Option<crate::Credentials>,
 }
 
 /// The default [`RpcConfig::partial_frame_timeout`].
@@ -96,6 +99,7 @@ impl Default for RpcConfig {
             close_on_timeout: true,
             idle_timeout: None,
             partial_frame_timeout: Some(PARTIAL_FRAME_TIMEOUT),
+            credentials: None,
         }
     }
 }

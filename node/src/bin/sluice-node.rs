@@ -10,8 +10,11 @@ use clap::{Args, Parser, Subcommand};
 use sluice_core::disk::MmapDisk;
 use sluice_core::SystemClock;
 use sluice_net::{TlsMode, TlsSettings, TlsTransport};
+use sluice_node::acl::{self, Acl};
 use sluice_node::broker::{Broker, BrokerConfig};
-use sluice_node::config_file::{parse_flush_mode, BrokerFile};
+use sluice_node::config_file::{
+    parse_acl_mode, parse_flush_mode, require_acl_beyond_loopback, BrokerFile,
+};
 use sluice_node::controller::{parse_peers, Controller, ControllerConfig};
 use sluice_node::namesrv::{NameServer, NameServerConfig};
 use tokio::sync::watch;
@@ -43,6 +46,14 @@ enum Command {
         /// A broker silent this long is failed over.
         #[arg(long, default_value_t = sluice_node::controller::DEFAULT_BROKER_TIMEOUT_MS)]
         broker_timeout_ms: u64,
+        /// Access control: a policy file (accounts, as the broker's
+        /// `[acl]` table), re-read on SIGHUP and when it changes.
+        #[arg(long)]
+        acl_file: Option<PathBuf>,
+        /// `enforcing` (the default with `--acl-file`), `permissive` or
+        /// `off` (required to listen beyond loopback without ACL).
+        #[arg(long)]
+        acl_mode: Option<String>,
         #[command(flatten)]
         tls: TlsArgs,
     },
@@ -170,11 +181,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             controller_peers,
             controller_data_dir,
             broker_timeout_ms,
+            acl_file,
+            acl_mode,
             tls,
         } => {
             let transport = tls.transport()?;
+            let acl = namesrv_acl(&listen, acl_file, acl_mode.as_deref())?;
+            watch_acl(acl.as_ref());
             let config = NameServerConfig {
                 listen_addr: listen,
+                acl,
                 ..NameServerConfig::default()
             };
             let ns = NameServer::start(config, SystemClock::new(), &transport).await?;
@@ -217,6 +233,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let file = broker_file(config)?;
             let transport = file.transport()?;
             let (config, data_dir) = file.into_config()?;
+            watch_acl(config.acl.as_ref());
             run_broker(config, PathBuf::from(data_dir), transport, stop).await?;
         }
         Command::Standalone {
@@ -243,7 +260,8 @@ fn broker_file(path: Option<PathBuf>) -> anyhow::Result<BrokerFile> {
 }
 
 /// A name server and a broker registered with it, in this process, both
-/// on the transport of the file's `[tls]`; the flags override the file.
+/// on the transport of the file's `[tls]` and under its `[acl]` policy;
+/// the flags override the file.
 async fn run_standalone(
     file: BrokerFile,
     data_dir: Option<PathBuf>,
@@ -258,6 +276,7 @@ async fn run_standalone(
              the broker registers with its own name server over TLS"
         );
     }
+    let acl_configured = file.acl.is_some();
     let (mut config, file_data_dir) = file.into_config()?;
     if let Some(listen) = broker_listen {
         config.listen = listen;
@@ -266,8 +285,20 @@ async fn run_standalone(
         config.store.flush_mode = parse_flush_mode(&flush)?;
     }
     let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(file_data_dir));
+    // One policy guards both servers; the broker signs its
+    // registration with its own account.
+    require_acl_beyond_loopback(&namesrv_listen, acl_configured, "the name server")?;
+    require_acl_beyond_loopback(&config.listen, acl_configured, "the broker")?;
+    if config.acl.is_some() && config.credentials.is_none() {
+        anyhow::bail!(
+            "standalone with ACL on needs acl.access_key and acl.secret_key: an account \
+             with broker = true that the broker signs its registration with"
+        );
+    }
+    watch_acl(config.acl.as_ref());
     let ns_config = NameServerConfig {
         listen_addr: namesrv_listen,
+        acl: config.acl.clone(),
         ..NameServerConfig::default()
     };
     let ns = NameServer::start(ns_config, SystemClock::new(), &transport).await?;
@@ -335,6 +366,72 @@ async fn run_broker(
         })
         .await?;
     Ok(())
+}
+
+/// The name server's access control from its flags; listening beyond
+/// loopback needs one of them.
+fn namesrv_acl(
+    listen: &str,
+    file: Option<PathBuf>,
+    mode: Option<&str>,
+) -> anyhow::Result<Option<Arc<Acl>>> {
+    require_acl_beyond_loopback(listen, file.is_some() || mode.is_some(), "the name server")?;
+    let Some(mode) = parse_acl_mode(mode.unwrap_or("enforcing"))? else {
+        return Ok(None);
+    };
+    let Some(file) = file else {
+        anyhow::bail!("--acl-mode {mode:?} needs --acl-file with the accounts");
+    };
+    let source = acl::Source {
+        inline: acl::Policy::default(),
+        file: Some(file),
+    };
+    Ok(Some(Arc::new(Acl::load(mode, source)?)))
+}
+
+/// Re-reads `acl`'s policy file on SIGHUP and when its modification time
+/// changes (looked at every 5 s); a file that fails to load is logged and
+/// the policy in force stays.
+fn watch_acl(acl: Option<&Arc<Acl>>) {
+    let Some(acl) = acl.filter(|a| a.file().is_some()).cloned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let modified = |acl: &Acl| {
+            acl.file()
+                .and_then(|f| std::fs::metadata(f).ok())
+                .and_then(|m| m.modified().ok())
+        };
+        let mut seen = modified(&acl);
+        #[cfg(unix)]
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            #[cfg(unix)]
+            let hangup = async {
+                match hup.as_mut() {
+                    Some(h) => drop(h.recv().await),
+                    None => std::future::pending().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let hangup = std::future::pending::<()>();
+            tokio::select! {
+                () = hangup => {}
+                _ = tick.tick() => {
+                    let now = modified(&acl);
+                    if now == seen {
+                        continue;
+                    }
+                    seen = now;
+                }
+            }
+            match acl.reload() {
+                Ok(accounts) => tracing::info!(accounts, "ACL policy reloaded"),
+                Err(e) => tracing::error!(error = %e, "ACL policy not reloaded; the old one stays"),
+            }
+        }
+    });
 }
 
 /// Flips to `true` on SIGINT or SIGTERM.

@@ -1,6 +1,11 @@
 //! Broker configuration, with RocketMQ's defaults and units last.
 
+use std::sync::Arc;
+
 use sluice_core::{FlushMode, StoreConfig};
+use sluice_net::Credentials;
+
+use crate::acl::Acl;
 
 /// Configuration of one broker.
 #[derive(Clone, Debug)]
@@ -94,6 +99,12 @@ pub struct BrokerConfig {
     pub replication: Option<super::ReplicationConfig>,
     /// The store.
     pub store: StoreConfig,
+    /// Access control before every request (`None`: open); shared with a
+    /// name server in the same process and reloaded in place.
+    pub acl: Option<Arc<Acl>>,
+    /// What the broker signs its own calls to name servers with (an
+    /// account with `broker = true` where they enforce ACL).
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for BrokerConfig {
@@ -134,6 +145,8 @@ impl Default for BrokerConfig {
                 flush_mode: FlushMode::Async,
                 ..StoreConfig::default()
             },
+            acl: None,
+            credentials: None,
         }
     }
 }

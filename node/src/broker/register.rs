@@ -86,7 +86,7 @@ async fn register_loop<D: Disk, C: Clock, T: Transport>(
     period: Duration,
     mut topics_changed: watch::Receiver<()>,
 ) {
-    let client = RpcClient::new(transport, RpcConfig::default());
+    let client = RpcClient::new(transport, signed_rpc(&broker));
     let mut periodic = false;
     let mut skipped = false;
     loop {
@@ -107,6 +107,15 @@ async fn register_loop<D: Disk, C: Clock, T: Transport>(
                 false
             }
         };
+    }
+}
+
+/// RPC settings for calls to name servers: signed with the broker's
+/// credentials, when it has some.
+fn signed_rpc<D: Disk, C: Clock>(broker: &Broker<D, C>) -> RpcConfig {
+    RpcConfig {
+        credentials: broker.config.credentials.clone(),
+        ..RpcConfig::default()
     }
 }
 
@@ -158,7 +167,7 @@ pub(super) async fn unregister<D: Disk, C: Clock, T: Transport>(
     broker: &Broker<D, C>,
     transport: &T,
 ) {
-    let client = RpcClient::new(transport.clone(), RpcConfig::default());
+    let client = RpcClient::new(transport.clone(), signed_rpc(broker));
     let header = BrokerIdentityRequestHeader {
         broker_name: broker.config.broker_name.clone(),
         broker_addr: broker.store_host().to_string(),

@@ -1,10 +1,13 @@
 //! `NameServerConfig`: where the name server listens and how it expires
 //! silent brokers. Every default matches RocketMQ 4.x.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use sluice_net::RpcConfig;
+
+use crate::acl::Acl;
 
 /// RocketMQ's name server port.
 pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:9876";
@@ -43,6 +46,10 @@ pub struct NameServerConfig {
     /// config files.
     #[serde(skip, default = "default_rpc")]
     pub rpc: RpcConfig,
+    /// Access control before every request (`None`: open); shared with a
+    /// broker in the same process and reloaded in place.
+    #[serde(skip)]
+    pub acl: Option<Arc<Acl>>,
 }
 
 impl Default for NameServerConfig {
@@ -54,6 +61,7 @@ impl Default for NameServerConfig {
             order_message_enable: false,
             shutdown_grace_ms: DEFAULT_SHUTDOWN_GRACE_MS,
             rpc: default_rpc(),
+            acl: None,
         }
     }
 }

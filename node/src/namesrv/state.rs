@@ -12,14 +12,17 @@ pub(super) struct State<C: Clock> {
     routes: Mutex<RouteTable<C>>,
     kv: Mutex<KvConfig>,
     pub(super) config: NameServerConfig,
+    /// The monotonic clock (the ACL log's pace).
+    pub(super) clock: C,
 }
 
 impl<C: Clock> State<C> {
     pub(super) fn new(config: NameServerConfig, clock: C) -> Self {
         Self {
-            routes: Mutex::new(RouteTable::new(clock)),
+            routes: Mutex::new(RouteTable::new(clock.clone())),
             kv: Mutex::new(KvConfig::new()),
             config,
+            clock,
         }
     }
 

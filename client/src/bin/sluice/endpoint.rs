@@ -1,6 +1,7 @@
-//! Where the CLI's clients go and how: the name servers, and a plain or
-//! TLS transport from the global `--tls*` flags (TLS only with something
-//! to verify servers against, or an explicit `--tls-insecure`).
+//! Where the CLI's clients go and how: the name servers, a plain or TLS
+//! transport from the global `--tls*` flags (TLS only with something to
+//! verify servers against, or an explicit `--tls-insecure`), and the ACL
+//! credentials every client signs with.
 
 use std::path::PathBuf;
 
@@ -89,12 +90,29 @@ pub struct Endpoint {
     pub transport: TlsTransport,
 }
 
+/// The credentials every client of this run signs with (set once, from
+/// the global flags, before any client is made).
+static CREDENTIALS: std::sync::OnceLock<sluice_net::Credentials> = std::sync::OnceLock::new();
+
+/// Signs every later client's requests with `credentials`.
+pub(crate) fn sign_with(credentials: sluice_net::Credentials) {
+    let _ = CREDENTIALS.set(credentials);
+}
+
+/// `config` with this run's credentials, if any.
+pub(crate) fn signed(mut config: ClientConfig) -> ClientConfig {
+    config.rpc.credentials = CREDENTIALS.get().cloned();
+    config
+}
+
 /// A client of `endpoint`, named after this process.
 pub fn client(endpoint: &Endpoint) -> Client {
     ClientInstance::new(
         endpoint.transport.clone(),
         SystemClock::new(),
-        ClientConfig::new(&endpoint.namesrv)
-            .with_instance_name(format!("sluice-cli-{}", std::process::id())),
+        signed(
+            ClientConfig::new(&endpoint.namesrv)
+                .with_instance_name(format!("sluice-cli-{}", std::process::id())),
+        ),
     )
 }

@@ -1,7 +1,8 @@
 //! The `sluice` command-line tool: topics, cluster, pending, send, consume, query,
-//! group progress, offset reset and `sluice bench`. Human output by
+//! group progress, offset reset, `sluice acl` and `sluice bench`. Human output by
 //! default, one JSON document per command with `--json`.
 
+mod acl;
 mod bench;
 mod endpoint;
 mod pending;
@@ -26,6 +27,17 @@ struct Cli {
     json: bool,
     #[command(flatten)]
     tls: endpoint::TlsFlags,
+    /// Access key to sign requests with (RocketMQ ACL), with `--secret-key`.
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_ACCESS_KEY",
+        requires = "secret_key"
+    )]
+    access_key: Option<String>,
+    /// Secret key of `--access-key`.
+    #[arg(long, global = true, env = "SLUICE_SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -54,10 +66,16 @@ enum Cmd {
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Access control: list accounts, check what a key may do.
+    #[command(subcommand)]
+    Acl(acl::AclCmd),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let (Some(ak), Some(sk)) = (&cli.access_key, &cli.secret_key) {
+        endpoint::sign_with(sluice_net::Credentials::new(ak, sk));
+    }
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -91,6 +109,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Group(c) => verbs::group(c, endpoint, out).await,
             Cmd::Offset(c) => verbs::offset(c, endpoint, out).await,
             Cmd::Bench(b) => bench::run(b, endpoint, cli.json).await,
+            Cmd::Acl(c) => acl::acl(c, endpoint, out).await,
         }
     });
     match result {

@@ -101,6 +101,10 @@ pub(super) async fn runtime_info<D: Disk, C: Clock>(
         "sluicePendingTimers",
         serde_json::to_string(&b.timers().pending_by_topic()).unwrap_or_default(),
     );
+    if let Some(acl) = &b.config().acl {
+        put("sluiceAclRefused", acl.refused().to_string());
+        put("sluiceAclWouldRefuse", acl.would_refuse().to_string());
+    }
     replication_info(b, &mut put);
     stats_info(b, &mut put);
     Ok(RemotingCommand::success().with_body(body::encode(&table, "KvTable")?))

@@ -3,6 +3,7 @@
 //! &RemotingCommand) -> Reply` (see `crate::dispatch`), and [`routes`], the
 //! table that routes every code the broker serves to its handler.
 
+mod acl;
 mod admin;
 mod client;
 mod consume_stats;
@@ -31,6 +32,7 @@ use sluice_net::RemotingCommand;
 pub use reply::reply_topic;
 
 use super::{Broker, BrokerStats};
+use crate::acl::Server;
 use crate::dispatch::{route, Observer, Route, Routes};
 
 /// The broker's request table.
@@ -45,7 +47,20 @@ pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C
             b.stats().request(code, response, elapsed);
         },
     };
-    Routes::observed("broker", broker, &table(), observer)
+    let guarded = broker.config().acl.is_some();
+    let routes = Routes::observed("broker", broker, &table(), observer);
+    if !guarded {
+        return routes;
+    }
+    routes.guarded(|b: &Broker<D, C>, ctx, request| match &b.config().acl {
+        Some(acl) => acl.check(
+            Server::Broker,
+            ctx.peer_addr().ip(),
+            request,
+            b.clock().monotonic(),
+        ),
+        None => Ok(()),
+    })
 }
 
 /// Stats with a latency histogram for every code the broker serves,
@@ -110,6 +125,8 @@ fn table<D: Disk, C: Clock>() -> Vec<(i32, Route<Broker<D, C>>)> {
         ),
         (rc::INVOKE_BROKER_TO_RESET_OFFSET, route!(reset::handle)),
         (rc::END_TRANSACTION, route!(end_transaction::handle)),
+        (rc::GET_BROKER_CLUSTER_ACL_CONFIG, route!(acl::config)),
+        (rc::SLUICE_ACL_CHECK, route!(acl::check)),
     ]
 }
 

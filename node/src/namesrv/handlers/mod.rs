@@ -15,6 +15,7 @@ use sluice_net::remoting::request_code;
 use sluice_net::RemotingCommand;
 
 use super::state::State;
+use crate::acl::Server;
 use crate::dispatch::{route, Refusal, Route, Routes};
 
 /// Every name-server request code routed to its handler; other codes are
@@ -57,7 +58,19 @@ pub(super) fn routes<C: Clock>(state: &Arc<State<C>>) -> Routes<State<C>> {
         (request_code::GET_KV_CONFIG, route!(kv::get)),
         (request_code::DELETE_KV_CONFIG, route!(kv::delete)),
     ];
-    Routes::new("namesrv", Arc::clone(state), table)
+    let routes = Routes::new("namesrv", Arc::clone(state), table);
+    if state.config.acl.is_some() {
+        return routes.guarded(|state, ctx, request| match &state.config.acl {
+            Some(acl) => acl.check(
+                Server::NameServer,
+                ctx.peer_addr().ip(),
+                request,
+                state.clock.monotonic(),
+            ),
+            None => Ok(()),
+        });
+    }
+    routes
 }
 
 /// Decodes a typed header, or answers `SYSTEM_ERROR` naming the bad field.

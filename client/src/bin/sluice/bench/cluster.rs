@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::endpoint::Endpoint;
+use crate::endpoint::{signed, Endpoint};
 use anyhow::{bail, Context};
 use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::api;
@@ -22,7 +22,7 @@ const SETUP_POLL: Duration = Duration::from_millis(100);
 pub fn client(endpoint: &Endpoint, name: &str, clock: &SystemClock) -> Client {
     let config = ClientConfig::new(&endpoint.namesrv)
         .with_instance_name(format!("{name}-{}", std::process::id()));
-    ClientInstance::new(endpoint.transport.clone(), clock.clone(), config)
+    ClientInstance::new(endpoint.transport.clone(), clock.clone(), signed(config))
 }
 
 /// Creates `topic` with `queues` queues on every master unless it exists;
