@@ -8,16 +8,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_core::message::{java_string_hash, keys, StoredRecord, UniqKeyGenerator};
+use sluice_core::message::{java_string_hash, UniqKeyGenerator};
 use sluice_core::Clock;
 use sluice_net::body::{
     self, BrokerData, ConsumerData, HeartbeatData, ProducerData, ResetOffsetBody, TopicRouteData,
     MASTER_ID, PERM_READ, PERM_WRITE,
 };
 use sluice_net::header::{
-    CheckTransactionStateRequestHeader, CommandHeader, EndTransactionRequestHeader,
-    GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader, ResetOffsetRequestHeader,
-    UnregisterClientRequestHeader,
+    CommandHeader, GetRouteInfoRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader, UnregisterClientRequestHeader,
 };
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext, RpcClient, Transport};
@@ -26,8 +25,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::message::{MessageExt, MessageQueue};
-use crate::producer::transaction::{LocalTransactionState, TransactionListener};
+use crate::message::MessageQueue;
+use crate::producer::transaction::TransactionListener;
 
 /// Shared state behind a [`ClientInstance`].
 struct Inner<T: Transport, C: Clock> {
@@ -564,7 +563,12 @@ fn serve_broker_request(
 ) -> Option<RemotingCommand> {
     match request.code {
         request_code::CHECK_TRANSACTION_STATE => {
-            answer_transaction_check(ctx, notices, request);
+            crate::producer::transaction::answer_check(
+                ctx,
+                request,
+                |group| lock(&notices.transactions).get(group).cloned(),
+                notices.credentials.clone(),
+            );
             None
         }
         request_code::NOTIFY_CONSUMER_IDS_CHANGED => {
@@ -598,66 +602,6 @@ fn serve_broker_request(
             format!("[sluice-client] request code {code} is not supported"),
         )),
     }
-}
-
-/// Asks the group's listener about a half the broker cannot resolve and
-/// answers with `END_TRANSACTION` (oneway, `fromTransactionCheck`) on the
-/// connection the check came on. A check for a group this client has no
-/// listener for, or one that cannot be read, is ignored (the broker asks
-/// again later).
-fn answer_transaction_check(ctx: &RequestContext, notices: &Notices, request: &RemotingCommand) {
-    let Ok(header) = request.header::<CheckTransactionStateRequestHeader>() else {
-        tracing::warn!("unreadable CHECK_TRANSACTION_STATE header ignored");
-        return;
-    };
-    let msg = match StoredRecord::decode(&request.body)
-        .map_err(|e| e.to_string())
-        .and_then(|rec| MessageExt::from_record(rec, "").map_err(|e| e.to_string()))
-    {
-        Ok(msg) => msg,
-        Err(e) => {
-            tracing::warn!(error = %e, "unreadable CHECK_TRANSACTION_STATE body ignored");
-            return;
-        }
-    };
-    let Some(group) = msg.property(keys::PGROUP).map(str::to_owned) else {
-        return;
-    };
-    let Some(listener) = lock(&notices.transactions).get(&group).cloned() else {
-        tracing::debug!(
-            group,
-            "transaction check for a group without a listener ignored"
-        );
-        return;
-    };
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    let connection = ctx.connection.clone();
-    let credentials = notices.credentials.clone();
-    runtime.spawn(async move {
-        let state = listener.check(&msg);
-        if state == LocalTransactionState::Unknown {
-            return;
-        }
-        let end = EndTransactionRequestHeader {
-            producer_group: group,
-            tran_state_table_offset: header.tran_state_table_offset,
-            commit_log_offset: header.commit_log_offset,
-            commit_or_rollback: state.wire(),
-            from_transaction_check: Some(true),
-            msg_id: header.msg_id.unwrap_or_else(|| msg.msg_id().to_owned()),
-            transaction_id: header.transaction_id,
-        };
-        let mut cmd = RemotingCommand::request_with_header(request_code::END_TRANSACTION, &end);
-        cmd.mark_oneway();
-        if let Some(credentials) = &credentials {
-            credentials.sign(&mut cmd);
-        }
-        if let Err(e) = connection.invoke_oneway(cmd, Duration::from_secs(3)).await {
-            tracing::debug!(error = %e, "answer to a transaction check not delivered");
-        }
-    });
 }
 
 #[cfg(test)]

@@ -434,17 +434,21 @@ impl BrokerFile {
         if let Some(r) = self.replication {
             c.replication = Some(r.into_config()?);
         }
-        require_acl_beyond_loopback(&c.listen, self.acl.is_some(), "the broker")?;
-        if let Some(a) = self.acl {
-            let setup = a.into_setup()?;
-            c.acl = setup.acl;
-            c.credentials = setup.credentials;
-        }
-        Ok((
-            c,
-            self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned()),
-        ))
+        apply_acl(self.acl, &mut c)?;
+        let data_dir = self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned());
+        Ok((c, data_dir))
     }
+}
+
+/// The `[acl]` table onto `c`; without one, `c` must listen on loopback.
+fn apply_acl(acl: Option<AclFile>, c: &mut BrokerConfig) -> Result<()> {
+    require_acl_beyond_loopback(&c.listen, acl.is_some(), "the broker")?;
+    if let Some(a) = acl {
+        let setup = a.into_setup()?;
+        c.acl = setup.acl;
+        c.credentials = setup.credentials;
+    }
+    Ok(())
 }
 
 /// `sync` / `async` (case-insensitive; RocketMQ's `SYNC_FLUSH` /

@@ -5,15 +5,16 @@
 //! the group's [`TransactionListener::check`] answers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use sluice_core::message::{decode_offset_msg_id, keys};
+use sluice_core::message::{decode_offset_msg_id, keys, StoredRecord};
 use sluice_core::Clock;
 use sluice_net::header::{
-    EndTransactionRequestHeader, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
+    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE,
 };
 use sluice_net::remoting::request_code;
-use sluice_net::{RemotingCommand, Transport};
+use sluice_net::{Credentials, RemotingCommand, RequestContext, Transport};
 
 use super::{Producer, ProducerConfig};
 use crate::error::{Error, Result};
@@ -171,4 +172,67 @@ impl<T: Transport, C: Clock> TransactionProducer<T, C> {
         self.end_transaction(&half, state).await?;
         Ok((half, state))
     }
+}
+/// Asks the group's listener about a half the broker cannot resolve and
+/// answers with `END_TRANSACTION` (oneway, `fromTransactionCheck`) on the
+/// connection the check came on. A check for a group this client has no
+/// listener for, or one that cannot be read, is ignored (the broker asks
+/// again later).
+pub(crate) fn answer_check(
+    ctx: &RequestContext,
+    request: &RemotingCommand,
+    listener_of: impl Fn(&str) -> Option<Arc<dyn TransactionListener>>,
+    credentials: Option<Credentials>,
+) {
+    let Ok(header) = request.header::<CheckTransactionStateRequestHeader>() else {
+        tracing::warn!("unreadable CHECK_TRANSACTION_STATE header ignored");
+        return;
+    };
+    let msg = match StoredRecord::decode(&request.body)
+        .map_err(|e| e.to_string())
+        .and_then(|rec| MessageExt::from_record(rec, "").map_err(|e| e.to_string()))
+    {
+        Ok(msg) => msg,
+        Err(e) => {
+            tracing::warn!(error = %e, "unreadable CHECK_TRANSACTION_STATE body ignored");
+            return;
+        }
+    };
+    let Some(group) = msg.property(keys::PGROUP).map(str::to_owned) else {
+        return;
+    };
+    let Some(listener) = listener_of(&group) else {
+        tracing::debug!(
+            group,
+            "transaction check for a group without a listener ignored"
+        );
+        return;
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let connection = ctx.connection.clone();
+    runtime.spawn(async move {
+        let state = listener.check(&msg);
+        if state == LocalTransactionState::Unknown {
+            return;
+        }
+        let end = EndTransactionRequestHeader {
+            producer_group: group,
+            tran_state_table_offset: header.tran_state_table_offset,
+            commit_log_offset: header.commit_log_offset,
+            commit_or_rollback: state.wire(),
+            from_transaction_check: Some(true),
+            msg_id: header.msg_id.unwrap_or_else(|| msg.msg_id().to_owned()),
+            transaction_id: header.transaction_id,
+        };
+        let mut cmd = RemotingCommand::request_with_header(request_code::END_TRANSACTION, &end);
+        cmd.mark_oneway();
+        if let Some(credentials) = &credentials {
+            credentials.sign(&mut cmd);
+        }
+        if let Err(e) = connection.invoke_oneway(cmd, Duration::from_secs(3)).await {
+            tracing::debug!(error = %e, "answer to a transaction check not delivered");
+        }
+    });
 }

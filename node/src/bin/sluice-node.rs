@@ -195,25 +195,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
             };
             let ns = NameServer::start(config, SystemClock::new(), &transport).await?;
             let controller = match (controller_id, controller_peers) {
-                (Some(id), Some(peers)) => Some(
-                    start_controller(
-                        id,
-                        &peers,
-                        None,
-                        &controller_data_dir,
-                        broker_timeout_ms,
-                        &transport,
-                    )
-                    .await?,
-                ),
+                (Some(id), Some(peers)) => {
+                    let dir = &controller_data_dir;
+                    let started =
+                        start_controller(id, &peers, None, dir, broker_timeout_ms, &transport);
+                    Some(started.await?)
+                }
                 _ => None,
             };
-            // A line scripts can wait for.
-            println!("sluice name server listening on {}", ns.local_addr());
-            ns.run_until(wait(stop)).await;
-            if let Some(c) = controller {
-                c.shutdown().await;
-            }
+            serve_namesrv(ns, controller, stop).await;
         }
         Command::Controller {
             id,
@@ -243,12 +233,28 @@ async fn run(command: Command) -> anyhow::Result<()> {
             broker_listen,
             flush,
         } => {
-            let file = broker_file(config)?;
-            let listen = (namesrv_listen, broker_listen);
-            run_standalone(file, data_dir, listen, flush, stop).await?;
+            let listen = Listen {
+                namesrv: namesrv_listen,
+                broker: broker_listen,
+            };
+            standalone(broker_file(config)?, data_dir, listen, flush, stop).await?;
         }
     }
     Ok(())
+}
+
+/// Serves `ns` (and its embedded controller) until `stop`, after printing
+/// the line scripts wait for.
+async fn serve_namesrv(
+    ns: NameServer<SystemClock>,
+    controller: Option<Controller>,
+    stop: watch::Receiver<bool>,
+) {
+    println!("sluice name server listening on {}", ns.local_addr());
+    ns.run_until(wait(stop)).await;
+    if let Some(c) = controller {
+        c.shutdown().await;
+    }
 }
 
 /// The broker file at `path` (every key default without one).
@@ -259,13 +265,20 @@ fn broker_file(path: Option<PathBuf>) -> anyhow::Result<BrokerFile> {
     })
 }
 
-/// A name server and a broker registered with it, in this process, both
-/// on the transport of the file's `[tls]` and under its `[acl]` policy;
-/// the flags override the file.
-async fn run_standalone(
+/// Where `standalone` listens: the name server, and the broker unless the
+/// file says.
+struct Listen {
+    namesrv: String,
+    broker: Option<String>,
+}
+
+/// A name server and a broker in one process, on the transport of the
+/// file's `[tls]` and guarded by one ACL policy; the broker signs its
+/// registration with its own account.
+async fn standalone(
     file: BrokerFile,
     data_dir: Option<PathBuf>,
-    (namesrv_listen, broker_listen): (String, Option<String>),
+    listen: Listen,
     flush: Option<String>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
@@ -278,8 +291,8 @@ async fn run_standalone(
     }
     let acl_configured = file.acl.is_some();
     let (mut config, file_data_dir) = file.into_config()?;
-    if let Some(listen) = broker_listen {
-        config.listen = listen;
+    if let Some(broker) = listen.broker {
+        config.listen = broker;
     }
     if let Some(flush) = flush {
         config.store.flush_mode = parse_flush_mode(&flush)?;
@@ -287,7 +300,7 @@ async fn run_standalone(
     let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(file_data_dir));
     // One policy guards both servers; the broker signs its
     // registration with its own account.
-    require_acl_beyond_loopback(&namesrv_listen, acl_configured, "the name server")?;
+    require_acl_beyond_loopback(&listen.namesrv, acl_configured, "the name server")?;
     require_acl_beyond_loopback(&config.listen, acl_configured, "the broker")?;
     if config.acl.is_some() && config.credentials.is_none() {
         anyhow::bail!(
@@ -297,7 +310,7 @@ async fn run_standalone(
     }
     watch_acl(config.acl.as_ref());
     let ns_config = NameServerConfig {
-        listen_addr: namesrv_listen,
+        listen_addr: listen.namesrv,
         acl: config.acl.clone(),
         ..NameServerConfig::default()
     };

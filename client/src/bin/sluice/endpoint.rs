@@ -1,14 +1,15 @@
-//! Where the CLI's clients go and how: the name servers, a plain or TLS
-//! transport from the global `--tls*` flags (TLS only with something to
-//! verify servers against, or an explicit `--tls-insecure`), and the ACL
-//! credentials every client signs with.
+//! Where the CLI's clients go and how: the name servers, and a plain or
+//! TLS transport from the global `--tls*` flags (TLS only with something to
+//! verify servers against, or an explicit `--tls-insecure`); every client
+//! made here signs with the run's credentials (`signing`).
 
 use std::path::PathBuf;
 
 use clap::builder::BoolishValueParser;
-
 use sluice_client::{ClientConfig, ClientInstance, TlsSettings, TlsTransport};
 use sluice_core::SystemClock;
+
+use crate::signing::signed;
 
 /// A client over the CLI's transport with the production clock.
 pub type Client = ClientInstance<TlsTransport, SystemClock>;
@@ -90,22 +91,8 @@ pub struct Endpoint {
     pub transport: TlsTransport,
 }
 
-/// The credentials every client of this run signs with (set once, from
-/// the global flags, before any client is made).
-static CREDENTIALS: std::sync::OnceLock<sluice_net::Credentials> = std::sync::OnceLock::new();
-
-/// Signs every later client's requests with `credentials`.
-pub(crate) fn sign_with(credentials: sluice_net::Credentials) {
-    let _ = CREDENTIALS.set(credentials);
-}
-
-/// `config` with this run's credentials, if any.
-pub(crate) fn signed(mut config: ClientConfig) -> ClientConfig {
-    config.rpc.credentials = CREDENTIALS.get().cloned();
-    config
-}
-
-/// A client of `endpoint`, named after this process.
+/// A client of `endpoint`, named after this process, signing with this
+/// run's credentials.
 pub fn client(endpoint: &Endpoint) -> Client {
     ClientInstance::new(
         endpoint.transport.clone(),

@@ -6,6 +6,7 @@ mod acl;
 mod bench;
 mod endpoint;
 mod pending;
+mod signing;
 mod verbs;
 
 use clap::Parser;
@@ -74,7 +75,7 @@ enum Cmd {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if let (Some(ak), Some(sk)) = (&cli.access_key, &cli.secret_key) {
-        endpoint::sign_with(sluice_net::Credentials::new(ak, sk));
+        signing::sign_with(sluice_net::Credentials::new(ak, sk));
     }
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::endpoint::{signed, Endpoint};
+use crate::endpoint::Endpoint;
+use crate::signing::signed;
 use anyhow::{bail, Context};
 use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::api;
