@@ -27,6 +27,18 @@
 //! timer_max_delay_ms = 259200000  # farthest ahead a timer may be due (3 days; <= retention)
 //! timer_log_segment_bytes = 56000000 # timer log file size (a multiple of 56)
 //!
+//! # TLS on every port this broker serves (absent: plain), and on its own
+//! # dials (name servers, master, controllers) when `ca` or `insecure` is set.
+//! [tls]
+//! mode = "enforcing"                  # or "permissive" (TLS and plain) / "disabled"
+//! cert = "/etc/sluice/broker.pem"     # certificate chain, leaf first (PEM)
+//! key = "/etc/sluice/broker-key.pem"  # its private key (PEM)
+//! client_ca = "/etc/sluice/ca.pem"    # optional: clients must present a certificate (mTLS)
+//! ca = "/etc/sluice/ca.pem"           # trust for dials; makes them TLS
+//! client_cert = "/etc/sluice/broker-client.pem"    # optional, with client_key: mTLS dials
+//! client_key = "/etc/sluice/broker-client-key.pem"
+//! server_name = "sluice.internal"     # optional: the name dialled certificates carry
+//!
 //! # Replication (absent: a lone broker, no HA port).
 //! [replication]
 //! mode = "sync"                       # or "async" (RocketMQ's SYNC_MASTER / ASYNC_MASTER)
@@ -64,7 +76,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use sluice_core::FlushMode;
-use sluice_net::Credentials;
+use sluice_net::{Credentials, TlsSettings, TlsTransport};
 
 use crate::acl::{self, Acl, AclMode, Policy, PolicyFile};
 
@@ -250,6 +262,8 @@ pub struct BrokerFile {
     pub listen: Option<String>,
     /// Address advertised to clients.
     pub advertised_addr: Option<String>,
+    /// TLS on the broker's ports and dials (see [`BrokerFile::transport`]).
+    pub tls: Option<TlsSettings>,
     /// Name server addresses.
     pub namesrv_addrs: Option<Vec<String>>,
     /// Data directory.
@@ -303,6 +317,16 @@ impl BrokerFile {
     /// Parses the TOML text.
     pub fn parse(text: &str) -> Result<Self> {
         toml::from_str(text).map_err(|e| Error::Config(e.to_string()))
+    }
+
+    /// The transport the `[tls]` table describes, its files loaded (plain
+    /// TCP without the table).
+    pub fn transport(&self) -> Result<TlsTransport> {
+        let Some(tls) = &self.tls else {
+            return Ok(TlsTransport::plain());
+        };
+        tls.transport()
+            .map_err(|e| Error::Config(format!("[tls]: {e}")))
     }
 
     /// The transaction check-back settings onto `c`.
@@ -463,6 +487,27 @@ mod tests {
         let bad = BrokerFile::parse("[replication]\nmode = \"sometimes\"\n").expect("parses");
         assert!(bad.into_config().is_err());
         assert!(BrokerFile::parse("[replication]\nmood = \"sync\"\n").is_err());
+    }
+
+    #[test]
+    fn tls_table_parses_its_keys_and_rejects_unknown_ones() {
+        let f = BrokerFile::parse(
+            "[tls]\nmode = \"permissive\"\ncert = \"c.pem\"\nkey = \"k.pem\"\nca = \"ca.pem\"\n",
+        )
+        .expect("parses");
+        let tls = f.tls.expect("[tls] present");
+        assert_eq!(tls.mode, sluice_net::TlsMode::Permissive);
+        assert_eq!(tls.cert.as_deref(), Some(std::path::Path::new("c.pem")));
+        assert!(tls.dials_tls(), "ca makes dials TLS");
+        assert!(BrokerFile::parse("[tls]\nmode = \"strict\"\n").is_err());
+        assert!(BrokerFile::parse("[tls]\ncertificate = \"c.pem\"\n").is_err());
+        let missing = BrokerFile::parse("[tls]\nmode = \"enforcing\"\n").expect("parses");
+        let err = missing
+            .transport()
+            .expect_err("enforcing needs cert and key");
+        assert!(err.to_string().contains("[tls]"), "{err}");
+        let plain = BrokerFile::default().transport().expect("no table: plain");
+        assert_eq!(plain.mode(), sluice_net::TlsMode::Disabled);
     }
 
     #[test]
