@@ -1,6 +1,8 @@
 //! sluice-client: the producer, the consumers, the admin API and the
 //! `sluice` CLI, generic over the transport seam (tokio in production,
-//! turmoil in simulation) and the clock seam.
+//! turmoil in simulation) and the clock seam. For TLS, build a
+//! [`TlsTransport`] from [`TlsSettings`] (a CA to trust, optionally a client
+//! certificate) and pass it where [`TokioTransport`] would go.
 //!
 //! Module map:
 //! - [`instance`]: [`ClientInstance`], shared by everything below: the
@@ -37,4 +39,4 @@ pub use producer::{Producer, ProducerConfig, SendResult, SendStatus};
 pub use sluice_core::{CommitLogOffset, NegativeOffset, QueueOffset};
 #[cfg(feature = "testing")]
 pub use sluice_net::TurmoilTransport;
-pub use sluice_net::{TokioTransport, Transport};
+pub use sluice_net::{TlsMode, TlsSettings, TlsTransport, TokioTransport, Transport};

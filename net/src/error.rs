@@ -100,6 +100,16 @@ pub enum Error {
         /// The configured bound.
         max: usize,
     },
+    /// TLS settings are inconsistent, or a certificate or key file cannot
+    /// be read or used.
+    #[error("tls {what}: {source}")]
+    Tls {
+        /// What was being loaded (`settings`, `certificates <path>`, ...).
+        what: String,
+        /// The underlying cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The client or server is shutting down.
     #[error("shutting down")]
     Shutdown,

@@ -7,8 +7,9 @@
 //! - [`header`]: typed request/response headers and their `extFields` mapping.
 //! - [`body`]: JSON bodies (routes and cluster info with fastjson integer
 //!   keys, heartbeat, lock batch, broker registration, consumer list).
-//! - [`transport`]: the [`Transport`] seam with tokio and (feature `testing`)
-//!   turmoil implementations, and the framed reader/writer.
+//! - [`transport`]: the [`Transport`] seam with tokio, tokio + TLS
+//!   ([`TlsTransport`]) and (feature `testing`) turmoil implementations,
+//!   and the framed reader/writer.
 //! - [`auth`]: RocketMQ ACL 1.0 request signatures ([`Credentials`]).
 //! - [`rpc`]: [`RpcClient`], [`RpcServer`], the [`Handler`] trait and
 //!   [`ConnectionHandle`] for server-initiated requests.
@@ -29,4 +30,4 @@ pub use rpc::{
 };
 #[cfg(feature = "testing")]
 pub use transport::TurmoilTransport;
-pub use transport::{TokioTransport, Transport};
+pub use transport::{TlsMode, TlsSettings, TlsTransport, TokioTransport, Transport};

@@ -194,8 +194,11 @@ fn foreign_protocol(prefix: &[u8]) -> Option<&'static str> {
         b"GET " | b"POST" | b"HEAD" | b"PUT " => {
             Some("an HTTP/1 request: this port speaks the RocketMQ 4.x remoting protocol, not HTTP")
         }
+        // Only a plain listener (tls mode disabled) ever reads one: TLS
+        // listeners take the handshake before any frame is read.
         [0x16, 0x03, ..] => Some(
-            "a TLS handshake: this port speaks plain RocketMQ remoting (TLS is not enabled here)",
+            "a TLS handshake: this port speaks plain RocketMQ remoting (its tls mode is \
+             disabled; permissive or enforcing serve TLS)",
         ),
         _ => None,
     }
@@ -321,6 +324,13 @@ mod tests {
         assert!(
             matches!(preface, FrameError::ForeignProtocol(p) if p.contains("gRPC")),
             "{preface:?}"
+        );
+        // A TLS 1.2/1.3 ClientHello record header on a plain port.
+        let hello = frame_len(&[0x16, 0x03, 0x01, 0x02, 0x00], &FrameLimits::default())
+            .expect_err("a TLS record is not a frame");
+        assert!(
+            matches!(hello, FrameError::ForeignProtocol(p) if p.contains("tls mode is disabled")),
+            "{hello:?}"
         );
         assert!(buf.capacity() < 1024);
     }

@@ -1,8 +1,10 @@
 //! The transport seam: a [`Transport`] dials and listens, yielding split
 //! byte streams that [`FrameReader`] and [`FrameWriter`] frame. tokio in
-//! production; turmoil (feature `testing`) in simulation.
+//! production (plain, or with TLS through [`TlsTransport`]); turmoil
+//! (feature `testing`) in simulation.
 
 mod framed;
+mod tls;
 mod tokio_tcp;
 #[cfg(feature = "testing")]
 mod turmoil_tcp;
@@ -14,6 +16,7 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use framed::{FrameReader, FrameWriter};
+pub use tls::{TlsListener, TlsMode, TlsReader, TlsSettings, TlsTransport, TlsWriter};
 pub use tokio_tcp::{TokioListener, TokioTransport};
 #[cfg(feature = "testing")]
 pub use turmoil_tcp::{TurmoilListener, TurmoilTransport};

@@ -1,6 +1,6 @@
 //! `sluice-node`: run a name server, a broker, or both in one process
 //! (`standalone`). Parses flags, picks the production seams (tokio TCP,
-//! mapped files, the system clock) and calls the library.
+//! plain or TLS; mapped files; the system clock) and calls the library.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use sluice_core::disk::MmapDisk;
 use sluice_core::SystemClock;
-use sluice_net::TokioTransport;
+use sluice_net::{TlsMode, TlsSettings, TlsTransport};
 use sluice_node::acl::{self, Acl};
 use sluice_node::broker::{Broker, BrokerConfig};
 use sluice_node::config_file::{
@@ -54,8 +54,10 @@ enum Command {
         /// `off` (required to listen beyond loopback without ACL).
         #[arg(long)]
         acl_mode: Option<String>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
-    /// A broker configured by a TOML file.
+    /// A broker configured by a TOML file (TLS: its `[tls]` table).
     Broker {
         /// Configuration file (every key optional).
         #[arg(long)]
@@ -77,11 +79,14 @@ enum Command {
         data_dir: PathBuf,
         #[command(flatten)]
         opts: ControllerOpts,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// A name server and a broker in one process, on an embedded data dir.
     /// The broker takes its settings from `--config` (a broker TOML file,
     /// every key optional); the flags below override the file, and the
-    /// broker always registers with the embedded name server.
+    /// broker always registers with the embedded name server. The file's
+    /// `[tls]` table applies to both servers.
     Standalone {
         /// Broker configuration file (the `broker` subcommand's format).
         #[arg(long)]
@@ -121,6 +126,53 @@ struct ControllerOpts {
     cluster_secret_file: Option<PathBuf>,
 }
 
+/// TLS flags, the broker file's `[tls]` keys by another name.
+#[derive(Args)]
+struct TlsArgs {
+    /// What the port accepts: `disabled`, `permissive` (TLS and plain on
+    /// one port) or `enforcing` (TLS only).
+    #[arg(long = "tls-mode", default_value = "disabled")]
+    mode: TlsMode,
+    /// Server certificate chain, leaf first (PEM).
+    #[arg(long = "tls-cert")]
+    cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long = "tls-key")]
+    key: Option<PathBuf>,
+    /// Require client certificates chaining to this CA (mutual TLS).
+    #[arg(long = "tls-client-ca")]
+    client_ca: Option<PathBuf>,
+    /// Dial peers (controllers) with TLS, trusting this CA.
+    #[arg(long = "tls-ca")]
+    ca: Option<PathBuf>,
+    /// Certificate presented when dialling (mutual TLS; with `--tls-client-key`).
+    #[arg(long = "tls-client-cert")]
+    client_cert: Option<PathBuf>,
+    /// Private key of `--tls-client-cert`.
+    #[arg(long = "tls-client-key")]
+    client_key: Option<PathBuf>,
+    /// Dial TLS without verifying certificates (development only).
+    #[arg(long = "tls-insecure")]
+    insecure: bool,
+}
+
+impl TlsArgs {
+    fn transport(self) -> anyhow::Result<TlsTransport> {
+        let settings = TlsSettings {
+            mode: self.mode,
+            cert: self.cert,
+            key: self.key,
+            client_ca: self.client_ca,
+            ca: self.ca,
+            client_cert: self.client_cert,
+            client_key: self.client_key,
+            server_name: None,
+            insecure: self.insecure,
+        };
+        Ok(settings.transport()?)
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -146,7 +198,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             opts,
             acl_file,
             acl_mode,
+            tls,
         } => {
+            let transport = tls.transport()?;
             let acl = namesrv_acl(&listen, acl_file, acl_mode.as_deref())?;
             watch_acl(acl.as_ref());
             let config = NameServerConfig {
@@ -154,19 +208,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 acl,
                 ..NameServerConfig::default()
             };
-            let ns = NameServer::start(config, SystemClock::new(), &TokioTransport).await?;
+            let ns = NameServer::start(config, SystemClock::new(), &transport).await?;
             let controller = match (controller_id, controller_peers) {
                 (Some(id), Some(peers)) => {
-                    Some(start_controller(id, &peers, None, &controller_data_dir, &opts).await?)
+                    let dir = &controller_data_dir;
+                    let started = start_controller(id, &peers, None, dir, &opts, &transport);
+                    Some(started.await?)
                 }
                 _ => None,
             };
-            // A line scripts can wait for.
-            println!("sluice name server listening on {}", ns.local_addr());
-            ns.run_until(wait(stop)).await;
-            if let Some(c) = controller {
-                c.shutdown().await;
-            }
+            serve_namesrv(ns, controller, stop).await;
         }
         Command::Controller {
             id,
@@ -174,18 +225,19 @@ async fn run(command: Command) -> anyhow::Result<()> {
             listen,
             data_dir,
             opts,
+            tls,
         } => {
-            let controller = start_controller(id, &peers, listen, &data_dir, &opts).await?;
+            let transport = tls.transport()?;
+            let controller =
+                start_controller(id, &peers, listen, &data_dir, &opts, &transport).await?;
             controller.run_until(wait(stop)).await;
         }
         Command::Broker { config } => {
-            let file = match config {
-                Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
-                None => BrokerFile::default(),
-            };
+            let file = broker_file(config)?;
+            let transport = file.transport()?;
             let (config, data_dir) = file.into_config()?;
             watch_acl(config.acl.as_ref());
-            run_broker(config, PathBuf::from(data_dir), stop).await?;
+            run_broker(config, PathBuf::from(data_dir), transport, stop).await?;
         }
         Command::Standalone {
             config,
@@ -194,18 +246,36 @@ async fn run(command: Command) -> anyhow::Result<()> {
             broker_listen,
             flush,
         } => {
-            let file = match config {
-                Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
-                None => BrokerFile::default(),
-            };
             let listen = Listen {
                 namesrv: namesrv_listen,
                 broker: broker_listen,
             };
-            standalone(file, data_dir, listen, flush, stop).await?;
+            standalone(broker_file(config)?, data_dir, listen, flush, stop).await?;
         }
     }
     Ok(())
+}
+
+/// Serves `ns` (and its embedded controller) until `stop`, after printing
+/// the line scripts wait for.
+async fn serve_namesrv(
+    ns: NameServer<SystemClock>,
+    controller: Option<Controller>,
+    stop: watch::Receiver<bool>,
+) {
+    println!("sluice name server listening on {}", ns.local_addr());
+    ns.run_until(wait(stop)).await;
+    if let Some(c) = controller {
+        c.shutdown().await;
+    }
+}
+
+/// The broker file at `path` (every key default without one).
+fn broker_file(path: Option<PathBuf>) -> anyhow::Result<BrokerFile> {
+    Ok(match path {
+        Some(path) => BrokerFile::parse(&std::fs::read_to_string(&path)?)?,
+        None => BrokerFile::default(),
+    })
 }
 
 /// Where `standalone` listens: the name server, and the broker unless the
@@ -215,8 +285,9 @@ struct Listen {
     broker: Option<String>,
 }
 
-/// A name server and a broker in one process, guarded by one ACL policy;
-/// the broker signs its registration with its own account.
+/// A name server and a broker in one process, on the transport of the
+/// file's `[tls]` and guarded by one ACL policy; the broker signs its
+/// registration with its own account.
 async fn standalone(
     file: BrokerFile,
     data_dir: Option<PathBuf>,
@@ -224,6 +295,13 @@ async fn standalone(
     flush: Option<String>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    let transport = file.transport()?;
+    if transport.mode() == TlsMode::Enforcing && !transport.dials_tls() {
+        anyhow::bail!(
+            "[tls] mode = \"enforcing\" in standalone needs `ca` (or `insecure = true`): \
+             the broker registers with its own name server over TLS"
+        );
+    }
     let acl_configured = file.acl.is_some();
     let (mut config, file_data_dir) = file.into_config()?;
     if let Some(broker) = listen.broker {
@@ -249,9 +327,9 @@ async fn standalone(
         acl: config.acl.clone(),
         ..NameServerConfig::default()
     };
-    let ns = NameServer::start(ns_config, SystemClock::new(), &TokioTransport).await?;
+    let ns = NameServer::start(ns_config, SystemClock::new(), &transport).await?;
     config.namesrv_addrs = vec![ns.local_addr().to_string()];
-    let result = run_broker(config, data_dir, stop).await;
+    let result = run_broker(config, data_dir, transport, stop).await;
     ns.shutdown().await;
     result
 }
@@ -264,6 +342,7 @@ async fn start_controller(
     listen: Option<String>,
     data_dir: &std::path::Path,
     opts: &ControllerOpts,
+    transport: &TlsTransport,
 ) -> anyhow::Result<Controller> {
     let peers = parse_peers(peers)?;
     let listen = match listen {
@@ -273,7 +352,6 @@ async fn start_controller(
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("--peers has no controller {id}"))?,
     };
-    // The raft state goes to <data-dir>/controller/raft-state.
     let secret = SharedSecret::from_value_or_file(
         "--cluster-secret",
         opts.cluster_secret.as_deref(),
@@ -285,9 +363,10 @@ async fn start_controller(
         secret,
         ..ControllerConfig::new(id, peers, listen)
     };
+    // The raft state goes to <data-dir>/controller/raft-state.
     std::fs::create_dir_all(data_dir)?;
     let disk = MmapDisk::new(data_dir)?;
-    let controller = Controller::start(config, disk, SystemClock::new(), &TokioTransport).await?;
+    let controller = Controller::start(config, disk, SystemClock::new(), transport).await?;
     println!("sluice controller listening on {}", controller.local_addr());
     Ok(controller)
 }
@@ -295,6 +374,7 @@ async fn start_controller(
 async fn run_broker(
     config: BrokerConfig,
     data_dir: PathBuf,
+    transport: TlsTransport,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data_dir)?;
@@ -302,7 +382,7 @@ async fn run_broker(
     let broker = Broker::open(disk, SystemClock::new(), config).await?;
     let registered = Arc::clone(&broker);
     broker
-        .serve(TokioTransport, wait(stop), move |addr| {
+        .serve(transport, wait(stop), move |addr| {
             // A line scripts can wait for: printed once a name server has
             // the broker's routes (or after 10 s without one, with a
             // warning), so a client started on it does not miss the route.
@@ -329,6 +409,9 @@ fn namesrv_acl(
     mode: Option<&str>,
 ) -> anyhow::Result<Option<Arc<Acl>>> {
     require_acl_beyond_loopback(listen, file.is_some() || mode.is_some(), "the name server")?;
+    if file.is_none() && mode.is_none() {
+        return Ok(None);
+    }
     let Some(mode) = parse_acl_mode(mode.unwrap_or("enforcing"))? else {
         return Ok(None);
     };

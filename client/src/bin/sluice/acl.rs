@@ -9,7 +9,8 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use sluice_client::Admin;
 
-use crate::verbs::{client, Output};
+use crate::endpoint::{client, Endpoint};
+use crate::verbs::Output;
 
 /// `sluice acl ...`
 #[derive(clap::Subcommand, Debug)]
@@ -39,8 +40,8 @@ fn text(v: &Value) -> String {
 }
 
 /// Runs `sluice acl ...`.
-pub async fn acl(cmd: AclCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn acl(cmd: AclCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let result = match &cmd {
         AclCmd::List => admin.acl_config().await,
         AclCmd::Check { key, topic, group } => {

@@ -1,5 +1,5 @@
 //! `sluice bench`: produce, consume and end-to-end load generators over the
-//! real client library (`TokioTransport` + `SystemClock`). Every run is bounded
+//! real client library (`TlsTransport` + `SystemClock`). Every run is bounded
 //! by `--warmup` + `--duration` (plus a fixed drain grace for e2e); latencies
 //! go into HDR histograms; open-loop runs measure from the scheduled send
 //! time, so a stalled broker is charged for every send it delayed.
@@ -26,6 +26,8 @@ mod stats;
 
 pub use args::{ConsumeArgs, E2eArgs, ProduceArgs};
 
+use crate::endpoint::Endpoint;
+
 /// `sluice bench` verbs.
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCmd {
@@ -40,13 +42,13 @@ pub enum BenchCmd {
     E2e(E2eArgs),
 }
 
-/// Runs a benchmark against the cluster at `namesrv`; prints a human
+/// Runs a benchmark against the cluster at `endpoint`; prints a human
 /// summary, or one JSON object with `json`.
-pub async fn run(cmd: BenchCmd, namesrv: &str, json: bool) -> anyhow::Result<()> {
+pub async fn run(cmd: BenchCmd, endpoint: &Endpoint, json: bool) -> anyhow::Result<()> {
     let summary = match cmd {
-        BenchCmd::Produce(a) => produce::run(a, namesrv, json).await?,
-        BenchCmd::Consume(a) => consume::run(a, namesrv, json).await?,
-        BenchCmd::E2e(a) => e2e::run(a, namesrv, json).await?,
+        BenchCmd::Produce(a) => produce::run(a, endpoint, json).await?,
+        BenchCmd::Consume(a) => consume::run(a, endpoint, json).await?,
+        BenchCmd::E2e(a) => e2e::run(a, endpoint, json).await?,
     };
     summary.print(json)
 }

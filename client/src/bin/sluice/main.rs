@@ -4,6 +4,7 @@
 
 mod acl;
 mod bench;
+mod endpoint;
 mod pending;
 mod signing;
 mod verbs;
@@ -25,6 +26,8 @@ struct Cli {
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
     json: bool,
+    #[command(flatten)]
+    tls: endpoint::TlsFlags,
     /// Access key to sign requests with (RocketMQ ACL), with `--secret-key`.
     #[arg(
         long,
@@ -92,17 +95,22 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async move {
         let out = verbs::Output { json: cli.json };
+        let endpoint = endpoint::Endpoint {
+            namesrv: cli.namesrv,
+            transport: cli.tls.transport()?,
+        };
+        let endpoint = &endpoint;
         match cli.cmd {
-            Cmd::Topic(c) => verbs::topic(c, &cli.namesrv, out).await,
-            Cmd::Cluster => verbs::cluster(&cli.namesrv, out).await,
-            Cmd::Pending => pending::pending(&cli.namesrv, out).await,
-            Cmd::Send(a) => verbs::send(a, &cli.namesrv, out).await,
-            Cmd::Consume(a) => verbs::consume(a, &cli.namesrv, out).await,
-            Cmd::Query(a) => verbs::query(a, &cli.namesrv, out).await,
-            Cmd::Group(c) => verbs::group(c, &cli.namesrv, out).await,
-            Cmd::Offset(c) => verbs::offset(c, &cli.namesrv, out).await,
-            Cmd::Bench(b) => bench::run(b, &cli.namesrv, cli.json).await,
-            Cmd::Acl(c) => acl::acl(c, &cli.namesrv, out).await,
+            Cmd::Topic(c) => verbs::topic(c, endpoint, out).await,
+            Cmd::Cluster => verbs::cluster(endpoint, out).await,
+            Cmd::Pending => pending::pending(endpoint, out).await,
+            Cmd::Send(a) => verbs::send(a, endpoint, out).await,
+            Cmd::Consume(a) => verbs::consume(a, endpoint, out).await,
+            Cmd::Query(a) => verbs::query(a, endpoint, out).await,
+            Cmd::Group(c) => verbs::group(c, endpoint, out).await,
+            Cmd::Offset(c) => verbs::offset(c, endpoint, out).await,
+            Cmd::Bench(b) => bench::run(b, endpoint, cli.json).await,
+            Cmd::Acl(c) => acl::acl(c, endpoint, out).await,
         }
     });
     match result {

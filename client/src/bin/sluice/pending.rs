@@ -10,7 +10,8 @@ use anyhow::Context;
 use serde_json::json;
 use sluice_client::Admin;
 
-use crate::verbs::{client, Output};
+use crate::endpoint::{client, Endpoint};
+use crate::verbs::Output;
 
 /// Runtime-info key: JSON object real topic → pending timer messages.
 const PENDING_TIMERS_KEY: &str = "sluicePendingTimers";
@@ -54,8 +55,8 @@ fn rows(broker: &str, runtime: &BTreeMap<String, String>) -> Vec<Row> {
 }
 
 /// `sluice pending`
-pub async fn pending(namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn pending(endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let brokers = admin.cluster().await.context("reading the cluster");
     admin.client().shutdown().await;
     let brokers = brokers?;

@@ -9,12 +9,11 @@ use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::PushConsumerConfig;
 use sluice_client::{
     Admin, ConsumeFrom, LitePullConsumer, Message, MessageExt, Producer, ProducerConfig,
-    Subscription,
+    Subscription, TlsTransport,
 };
 use sluice_core::{Clock, SystemClock};
-use sluice_net::TokioTransport;
 
-pub(crate) use crate::signing::client;
+use crate::endpoint::{client, Endpoint};
 
 /// How results are printed.
 #[derive(Clone, Copy)]
@@ -68,15 +67,15 @@ pub enum TopicCmd {
 }
 
 /// Runs `sluice topic`.
-pub async fn topic(cmd: TopicCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn topic(cmd: TopicCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let result = topic_inner(&admin, cmd, out).await;
     admin.client().shutdown().await;
     result
 }
 
 async fn topic_inner(
-    admin: &Admin<TokioTransport, SystemClock>,
+    admin: &Admin<TlsTransport, SystemClock>,
     cmd: TopicCmd,
     out: Output,
 ) -> anyhow::Result<()> {
@@ -179,8 +178,8 @@ async fn topic_inner(
 }
 
 /// Runs `sluice cluster`.
-pub async fn cluster(namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn cluster(endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let brokers = admin.cluster().await.context("reading the cluster");
     admin.client().shutdown().await;
     let brokers = brokers?;
@@ -269,8 +268,8 @@ fn parse_property(s: &str) -> Result<(String, String), String> {
 }
 
 /// Runs `sluice send`.
-pub async fn send(args: SendArgs, namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let producer = Producer::new(client(namesrv), ProducerConfig::new(args.group.clone()));
+pub async fn send(args: SendArgs, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let producer = Producer::new(client(endpoint), ProducerConfig::new(args.group.clone()));
     let mut msg = Message::new(args.topic.clone(), args.body.clone().into_bytes());
     if let Some(t) = &args.tags {
         msg = msg.with_tags(t.clone());
@@ -388,7 +387,7 @@ fn message_line(m: &MessageExt) -> String {
 }
 
 /// Runs `sluice consume`. With `--json`, one JSON object per message (JSON lines).
-pub async fn consume(args: ConsumeArgs, namesrv: &str, out: Output) -> anyhow::Result<()> {
+pub async fn consume(args: ConsumeArgs, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
     let mut config = PushConsumerConfig::new(args.group.clone());
     config.consume_from =
         match args.from.as_str() {
@@ -404,7 +403,7 @@ pub async fn consume(args: ConsumeArgs, namesrv: &str, out: Output) -> anyhow::R
         (None, Some(tags)) => Subscription::tag(args.topic.clone(), tags.clone()),
         (None, None) => Subscription::all(args.topic.clone()),
     };
-    let c = client(namesrv);
+    let c = client(endpoint);
     let consumer = LitePullConsumer::new(c.clone(), config)?;
     consumer.subscribe(sub);
     consumer.start().await?;
@@ -468,8 +467,8 @@ pub struct QueryArgs {
 }
 
 /// Runs `sluice query`.
-pub async fn query(args: QueryArgs, namesrv: &str, out: Output) -> anyhow::Result<()> {
-    let admin = Admin::new(client(namesrv));
+pub async fn query(args: QueryArgs, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
+    let admin = Admin::new(client(endpoint));
     let found = match (&args.key, &args.id) {
         (Some(key), _) => {
             let topic = args.topic.as_deref().unwrap_or_default();
@@ -510,9 +509,9 @@ pub enum GroupCmd {
 }
 
 /// Runs `sluice group`.
-pub async fn group(cmd: GroupCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
+pub async fn group(cmd: GroupCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
     let GroupCmd::Progress { group, topic } = cmd;
-    let admin = Admin::new(client(namesrv));
+    let admin = Admin::new(client(endpoint));
     let progress = admin.group_progress(&group, topic.as_deref()).await;
     admin.client().shutdown().await;
     let progress = progress.with_context(|| format!("progress of group {group}"))?;
@@ -569,7 +568,7 @@ pub enum OffsetCmd {
 }
 
 /// Runs `sluice offset`.
-pub async fn offset(cmd: OffsetCmd, namesrv: &str, out: Output) -> anyhow::Result<()> {
+pub async fn offset(cmd: OffsetCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
     let OffsetCmd::Reset {
         group,
         topic,
@@ -582,7 +581,7 @@ pub async fn offset(cmd: OffsetCmd, namesrv: &str, out: Output) -> anyhow::Resul
             format!("--timestamp `{timestamp}` is not ms since the epoch or `now`")
         })?
     };
-    let admin = Admin::new(client(namesrv));
+    let admin = Admin::new(client(endpoint));
     let reset = admin.reset_offset_by_time(&group, &topic, ms).await;
     admin.client().shutdown().await;
     let reset = reset.with_context(|| format!("resetting {group} on {topic}"))?;

@@ -4,46 +4,44 @@
 
 use std::time::Duration;
 
+use crate::endpoint::Endpoint;
+use crate::signing::signed;
 use anyhow::{bail, Context};
 use sluice_client::admin::TopicOptions;
 use sluice_client::consumer::api;
-use sluice_client::{Admin, ClientConfig, ClientInstance, MessageQueue, TokioTransport};
+use sluice_client::{Admin, ClientConfig, ClientInstance, MessageQueue, TlsTransport};
 use sluice_core::SystemClock;
 
-/// A client over TCP with the production clock.
-pub type Client = ClientInstance<TokioTransport, SystemClock>;
+/// A client over TCP (plain or TLS) with the production clock.
+pub type Client = ClientInstance<TlsTransport, SystemClock>;
 
 /// How long to wait for the broker to register and for a new topic's route.
 const SETUP_WAIT: Duration = Duration::from_secs(15);
 const SETUP_POLL: Duration = Duration::from_millis(100);
 
-/// A client named `name` (unique per process) for `namesrv`.
-pub fn client(namesrv: &str, name: &str, clock: &SystemClock) -> Client {
-    let config =
-        ClientConfig::new(namesrv).with_instance_name(format!("{name}-{}", std::process::id()));
-    ClientInstance::new(
-        TokioTransport,
-        clock.clone(),
-        crate::signing::signed(config),
-    )
+/// A client named `name` (unique per process) for `endpoint`.
+pub fn client(endpoint: &Endpoint, name: &str, clock: &SystemClock) -> Client {
+    let config = ClientConfig::new(&endpoint.namesrv)
+        .with_instance_name(format!("{name}-{}", std::process::id()));
+    ClientInstance::new(endpoint.transport.clone(), clock.clone(), signed(config))
 }
 
 /// Creates `topic` with `queues` queues on every master unless it exists;
 /// returns its readable queues.
 pub async fn ensure_topic(
-    namesrv: &str,
+    endpoint: &Endpoint,
     clock: &SystemClock,
     topic: &str,
     queues: i32,
 ) -> anyhow::Result<Vec<MessageQueue>> {
-    let admin = Admin::new(client(namesrv, "bench-admin", clock));
+    let admin = Admin::new(client(endpoint, "bench-admin", clock));
     let result = ensure_topic_with(&admin, topic, queues).await;
     admin.client().shutdown().await;
     result
 }
 
 async fn ensure_topic_with(
-    admin: &Admin<TokioTransport, SystemClock>,
+    admin: &Admin<TlsTransport, SystemClock>,
     topic: &str,
     queues: i32,
 ) -> anyhow::Result<Vec<MessageQueue>> {

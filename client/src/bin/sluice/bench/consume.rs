@@ -14,19 +14,20 @@ use super::progress;
 use super::receive::{Measure, Plan, ReceiveStats, Receivers};
 use super::report::{CpuMark, Setup, Summary};
 use super::stamp::Stamper;
+use crate::endpoint::Endpoint;
 
 /// How often the run checks for its end and for idleness.
 const TICK: Duration = Duration::from_millis(50);
 
 /// Runs the consume bench.
-pub async fn run(args: ConsumeArgs, namesrv: &str, json: bool) -> anyhow::Result<Summary> {
+pub async fn run(args: ConsumeArgs, endpoint: &Endpoint, json: bool) -> anyhow::Result<Summary> {
     let timing = args.common.timing()?;
     args.consumer.validate()?;
     let idle_exit = super::args::seconds("idle-exit", args.idle_exit, true)?;
     let stamper = Stamper::new();
     let clock = SystemClock::new();
     let topic = &args.common.topic;
-    let queues = cluster::ensure_topic(namesrv, &clock, topic, args.common.queues).await?;
+    let queues = cluster::ensure_topic(endpoint, &clock, topic, args.common.queues).await?;
     let group = args.consumer.group.clone().unwrap_or_else(|| {
         format!(
             "sluice-bench-consume-{}-{}",
@@ -39,7 +40,7 @@ pub async fn run(args: ConsumeArgs, namesrv: &str, json: bool) -> anyhow::Result
     stats.measure_from(start + timing.warmup);
     let cpu = CpuMark::now(args.common.broker_pid);
     let plan = Plan {
-        namesrv,
+        endpoint,
         clock: &clock,
         topic,
         queues: &queues,

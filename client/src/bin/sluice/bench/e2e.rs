@@ -17,6 +17,7 @@ use super::progress;
 use super::receive::{Measure, Plan, ReceiveStats, Receivers};
 use super::report::{Cost, CpuMark, Setup, Summary};
 use super::stamp::{Stamper, STAMP_BYTES};
+use crate::endpoint::Endpoint;
 
 /// Longest the consumers get after the senders stop.
 const DRAIN_MAX: Duration = Duration::from_secs(3);
@@ -25,7 +26,7 @@ const DRAIN_MAX: Duration = Duration::from_secs(3);
 const SETTLE: Duration = Duration::from_millis(300);
 
 /// Runs the end-to-end bench.
-pub async fn run(args: E2eArgs, namesrv: &str, json: bool) -> anyhow::Result<Summary> {
+pub async fn run(args: E2eArgs, endpoint: &Endpoint, json: bool) -> anyhow::Result<Summary> {
     let timing = args.common.timing()?;
     let load = args.load.validate()?;
     args.consumer.validate()?;
@@ -36,7 +37,7 @@ pub async fn run(args: E2eArgs, namesrv: &str, json: bool) -> anyhow::Result<Sum
     let stamper = Stamper::new();
     let clock = SystemClock::new();
     let topic = &args.common.topic;
-    let queues = cluster::ensure_topic(namesrv, &clock, topic, args.common.queues).await?;
+    let queues = cluster::ensure_topic(endpoint, &clock, topic, args.common.queues).await?;
     let group = args.consumer.group.clone().unwrap_or_else(|| {
         format!(
             "sluice-bench-e2e-{}-{}",
@@ -46,7 +47,7 @@ pub async fn run(args: E2eArgs, namesrv: &str, json: bool) -> anyhow::Result<Sum
     });
     let recv = Arc::new(ReceiveStats::new(Measure::ByStamp, &stamper)?);
     let plan = Plan {
-        namesrv,
+        endpoint,
         clock: &clock,
         topic,
         queues: &queues,
@@ -55,7 +56,7 @@ pub async fn run(args: E2eArgs, namesrv: &str, json: bool) -> anyhow::Result<Sum
         args: &args.consumer,
     };
     let mut receivers = Receivers::start(&plan, &recv).await?;
-    let senders = match Senders::connect(namesrv, &clock, topic, &load).await {
+    let senders = match Senders::connect(endpoint, &clock, topic, &load).await {
         Ok(s) => s,
         Err(e) => {
             receivers.shutdown().await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use sluice_client::{Message, Producer, ProducerConfig, TokioTransport};
+use sluice_client::{Message, Producer, ProducerConfig, TlsTransport};
 use sluice_core::SystemClock;
 use tokio::task::JoinSet;
 
@@ -18,8 +18,9 @@ use super::cluster::{self, Client};
 use super::pacer::Schedule;
 use super::stamp::{self, Stamper};
 use super::stats::{Meter, Recorder};
+use crate::endpoint::Endpoint;
 
-type BenchProducer = Producer<TokioTransport, SystemClock>;
+type BenchProducer = Producer<TlsTransport, SystemClock>;
 
 /// The window of a run: measuring starts at `measure_from`, nothing is
 /// sent at or after `end`.
@@ -52,14 +53,14 @@ impl Senders {
     /// Starts `load.producers` producers and connects each to the brokers
     /// of `topic`, so no send of the run pays for a route lookup or a dial.
     pub async fn connect(
-        namesrv: &str,
+        endpoint: &Endpoint,
         clock: &SystemClock,
         topic: &str,
         load: &Load,
     ) -> anyhow::Result<Self> {
         let mut producers = Vec::with_capacity(load.producers);
         for i in 0..load.producers {
-            let client = cluster::client(namesrv, &format!("bench-p{i}"), clock);
+            let client = cluster::client(endpoint, &format!("bench-p{i}"), clock);
             let producer = Producer::new(client, ProducerConfig::new("sluice-bench"));
             producer
                 .client()

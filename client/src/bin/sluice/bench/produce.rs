@@ -15,19 +15,20 @@ use super::load::{SendStats, Senders, Window};
 use super::progress;
 use super::report::{CpuMark, Setup, Summary, Syncs};
 use super::stamp::Stamper;
+use crate::endpoint::Endpoint;
 
 /// How long oneway sends may take to land in the store after the senders stop.
 const SETTLE_MAX: Duration = Duration::from_secs(2);
 
 /// Runs the produce bench.
-pub async fn run(args: ProduceArgs, namesrv: &str, json: bool) -> anyhow::Result<Summary> {
+pub async fn run(args: ProduceArgs, endpoint: &Endpoint, json: bool) -> anyhow::Result<Summary> {
     let timing = args.common.timing()?;
     let load = args.load.validate()?;
     let stamper = Stamper::new();
     let clock = SystemClock::new();
     let topic = &args.common.topic;
-    let queues = cluster::ensure_topic(namesrv, &clock, topic, args.common.queues).await?;
-    let senders = Senders::connect(namesrv, &clock, topic, &load).await?;
+    let queues = cluster::ensure_topic(endpoint, &clock, topic, args.common.queues).await?;
+    let senders = Senders::connect(endpoint, &clock, topic, &load).await?;
     let result = measure(&args, &load, &senders, &queues, &stamper, timing, json).await;
     senders.shutdown().await;
     result

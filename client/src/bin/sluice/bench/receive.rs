@@ -11,7 +11,7 @@ use anyhow::Context;
 use sluice_client::consumer::{handler, PullStatus};
 use sluice_client::{
     ConsumeFrom, ConsumeResult, MessageExt, MessageQueue, PullConsumer, PushConsumer,
-    PushConsumerConfig, Subscription, TokioTransport,
+    PushConsumerConfig, Subscription, TlsTransport,
 };
 use sluice_core::SystemClock;
 use tokio::sync::watch;
@@ -21,6 +21,7 @@ use super::args::{ConsumerArgs, ConsumerKind, StartFrom};
 use super::cluster::{self, Client};
 use super::stamp::{self, Stamper};
 use super::stats::{Meter, Recorder};
+use crate::endpoint::Endpoint;
 
 /// Longest a pull loop's long poll is held, so that a stop is seen promptly.
 const PULL_HOLD_MAX: Duration = Duration::from_secs(1);
@@ -122,7 +123,7 @@ impl ReceiveStats {
     }
 }
 
-type BenchPush = PushConsumer<TokioTransport, SystemClock>;
+type BenchPush = PushConsumer<TlsTransport, SystemClock>;
 
 /// Running consumers.
 pub struct Receivers {
@@ -134,7 +135,7 @@ pub struct Receivers {
 
 /// Everything a consumer start needs.
 pub struct Plan<'a> {
-    pub namesrv: &'a str,
+    pub endpoint: &'a Endpoint,
     pub clock: &'a SystemClock,
     pub topic: &'a str,
     pub queues: &'a [MessageQueue],
@@ -171,7 +172,7 @@ impl Receivers {
         stats: &Arc<ReceiveStats>,
     ) -> anyhow::Result<()> {
         for i in 0..plan.args.consumers {
-            let client = cluster::client(plan.namesrv, &format!("bench-c{i}"), plan.clock);
+            let client = cluster::client(plan.endpoint, &format!("bench-c{i}"), plan.clock);
             self.clients.push(client.clone());
             let mut config = PushConsumerConfig::new(plan.group);
             config.consume_from = match plan.from {
@@ -230,7 +231,7 @@ impl Receivers {
     ) -> anyhow::Result<()> {
         let mut consumers = Vec::new();
         for i in 0..plan.args.consumers {
-            let client = cluster::client(plan.namesrv, &format!("bench-c{i}"), plan.clock);
+            let client = cluster::client(plan.endpoint, &format!("bench-c{i}"), plan.clock);
             self.clients.push(client.clone());
             consumers.push(Arc::new(PullConsumer::new(client, plan.group)));
         }
@@ -268,7 +269,7 @@ impl Receivers {
 }
 
 async fn start_offset(
-    consumer: &PullConsumer<TokioTransport, SystemClock>,
+    consumer: &PullConsumer<TlsTransport, SystemClock>,
     mq: &MessageQueue,
     from: StartFrom,
 ) -> anyhow::Result<i64> {
@@ -285,7 +286,7 @@ async fn start_offset(
 
 /// One queue's pull loop.
 struct PullQueue {
-    consumer: Arc<PullConsumer<TokioTransport, SystemClock>>,
+    consumer: Arc<PullConsumer<TlsTransport, SystemClock>>,
     mq: MessageQueue,
     sub: Subscription,
     batch: i32,
