@@ -7,9 +7,13 @@
 //! acknowledged message from the new master. Prints the failover time
 //! (kill → first acknowledged send on the new master), the figure
 //! `docs/benchmarks.md` records. The story runs twice: open ports, and
-//! with a group secret on the replication ports and a cluster secret on
-//! the controller port (which then refuse a raw connection).
+//! secured: a group secret on the replication ports and a cluster secret
+//! on the controller port (which then refuse a raw connection), ACL on the
+//! name server and the brokers (every client request signed, unsigned ones
+//! refused) and TLS enforced on every port (plain connections refused).
 
+#[path = "../../net/tests/support/pki.rs"]
+mod pki;
 #[path = "../../node/tests/support/mod.rs"]
 mod support;
 
@@ -20,6 +24,7 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use pki::Pki;
 use sluice_client::consumer::PullStatus;
 use sluice_client::{
     ClientConfig, ClientInstance, Message, Producer, ProducerConfig, PullConsumer, SendStatus,
@@ -27,13 +32,93 @@ use sluice_client::{
 };
 use sluice_core::SystemClock;
 use sluice_net::remoting::response_code;
-use sluice_net::{RemotingCommand, RpcClient, RpcConfig, TokioTransport};
+use sluice_net::{Credentials, RemotingCommand, RpcClient, RpcConfig, TlsSettings, TlsTransport};
 use support::{node_binary, spawn_until};
 
 const TOPIC: &str = "FailoverTopic";
 const GROUP: &str = "broker-f";
 /// The replication ports' group secret and the controllers' cluster secret.
 const SECRETS: (&str, &str) = ("group-secret-0123456789", "cluster-secret-0123456789");
+/// The ACL policy of the secured story: the brokers' registration account
+/// and the clients' account.
+const ACL_POLICY: &str = r#"
+[[accounts]]
+access_key = "broker-f"
+secret_key = "broker-f-secret"
+broker = true
+[[accounts]]
+access_key = "failover-app"
+secret_key = "failover-app-secret"
+default_topic_perm = "PUB|SUB"
+default_group_perm = "SUB"
+"#;
+
+/// What the secured story turns on: the secrets, the ACL policy file and
+/// the certificates every port serves and every dialler trusts.
+struct Secure {
+    pki: Pki,
+    acl_file: String,
+}
+
+impl Secure {
+    fn new(dir: &Path) -> Self {
+        let acl_file = dir.join("acl.toml");
+        std::fs::write(&acl_file, ACL_POLICY).expect("acl file");
+        Self {
+            pki: Pki::mint(dir),
+            acl_file: acl_file.to_string_lossy().into_owned(),
+        }
+    }
+
+    fn path(p: &Path) -> String {
+        p.to_string_lossy().into_owned()
+    }
+
+    /// The brokers' tables: secrets, ACL with its own credentials, TLS.
+    fn broker_toml(&self) -> String {
+        let (group, cluster) = SECRETS;
+        format!(
+            "group_secret = \"{group}\"\ncontroller_secret = \"{cluster}\"\n\
+             [acl]\nmode = \"enforcing\"\nfile = \"{}\"\n\
+             access_key = \"broker-f\"\nsecret_key = \"broker-f-secret\"\n\
+             [tls]\nmode = \"enforcing\"\ncert = \"{}\"\nkey = \"{}\"\nca = \"{}\"\n",
+            self.acl_file,
+            Self::path(&self.pki.server_cert),
+            Self::path(&self.pki.server_key),
+            Self::path(&self.pki.ca),
+        )
+    }
+
+    /// The name server's (and its controller's) flags.
+    fn namesrv_args(&self, cluster_secret_file: &str) -> Vec<String> {
+        [
+            "--cluster-secret-file",
+            cluster_secret_file,
+            "--acl-file",
+            &self.acl_file,
+            "--tls-mode",
+            "enforcing",
+            "--tls-cert",
+            &Self::path(&self.pki.server_cert),
+            "--tls-key",
+            &Self::path(&self.pki.server_key),
+            "--tls-ca",
+            &Self::path(&self.pki.ca),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// A transport that dials TLS, trusting the test CA.
+    fn transport(&self) -> TlsTransport {
+        TlsSettings {
+            ca: Some(self.pki.ca.clone()),
+            ..TlsSettings::default()
+        }
+        .transport()
+        .expect("tls transport")
+    }
+}
 /// The controller's metadata request and the HA port's fetch (sluice-node's
 /// codes), for the raw connections that must be refused.
 const CONTROLLER_GET_METADATA: i32 = 1_953;
@@ -75,14 +160,14 @@ impl Drop for Proc {
 }
 
 /// A broker of the group: replica id `id`, SYNC replication, failover by
-/// the controller at `controller`, with `secrets` when given; and its HA
-/// address.
+/// the controller at `controller`, secured when `secure` is given; and its
+/// HA address.
 fn broker(
     dir: &Path,
     id: u32,
     namesrv: &str,
     controller: &str,
-    secrets: Option<(&str, &str)>,
+    secure: Option<&Secure>,
 ) -> (Proc, String) {
     let data = dir.join(format!("broker{id}"));
     std::fs::create_dir_all(&data).expect("data dir");
@@ -98,8 +183,8 @@ fn broker(
         free_port(),
         data.display(),
     );
-    if let Some((group, cluster)) = secrets {
-        toml = format!("{toml}group_secret = \"{group}\"\ncontroller_secret = \"{cluster}\"\n");
+    if let Some(secure) = secure {
+        toml.push_str(&secure.broker_toml());
     }
     let path = dir.join(format!("broker{id}.toml"));
     std::fs::write(&path, toml).expect("write broker toml");
@@ -108,9 +193,10 @@ fn broker(
     (proc, ha)
 }
 
-/// A raw request's answer code, from a connection that proved nothing.
-async fn raw_code(addr: &str, code: i32) -> i32 {
-    let raw = RpcClient::new(TokioTransport, RpcConfig::default());
+/// A raw request's answer code, from a connection (over TLS, trusting the
+/// test CA) that proved and signed nothing.
+async fn raw_code(secure: &Secure, addr: &str, code: i32) -> i32 {
+    let raw = RpcClient::new(secure.transport(), RpcConfig::default());
     let answer = raw
         .invoke(addr, RemotingCommand::request(code), Duration::from_secs(5))
         .await
@@ -123,12 +209,20 @@ async fn raw_code(addr: &str, code: i32) -> i32 {
     answer.code
 }
 
-type Client = ClientInstance<TokioTransport, SystemClock>;
+type Client = ClientInstance<TlsTransport, SystemClock>;
 
-fn client(namesrv: &str, name: &str) -> Client {
+/// A client; over TLS and signing as the app's account when `secure`.
+fn client(namesrv: &str, name: &str, secure: Option<&Secure>) -> Client {
     let mut config = ClientConfig::new(namesrv).with_instance_name(name);
     config.poll_name_server_interval = Duration::from_secs(1);
-    ClientInstance::new(TokioTransport, SystemClock::new(), config)
+    let transport = match secure {
+        Some(s) => {
+            config.rpc.credentials = Some(Credentials::new("failover-app", "failover-app-secret"));
+            s.transport()
+        }
+        None => TlsTransport::plain(),
+    };
+    ClientInstance::new(transport, SystemClock::new(), config)
 }
 
 /// The master's address in the topic route, if any.
@@ -167,30 +261,59 @@ struct Sends {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_the_master_under_sync_replication_loses_no_acknowledged_message() {
-    failover(None).await;
+    failover(false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failover_with_group_and_cluster_secrets_loses_no_acknowledged_message() {
-    failover(Some(SECRETS)).await;
+async fn failover_with_secrets_acl_and_tls_on_loses_no_acknowledged_message() {
+    failover(true).await;
+}
+
+/// With everything on: a raw connection to the controller or an HA port
+/// proves nothing and gets nothing, an unsigned request to the broker is
+/// refused by ACL, and a plain connection to the broker is not served.
+async fn secured_ports_refuse_strangers(secure: &Secure, controller: &str, ha: &str, broker: &str) {
+    assert_eq!(
+        raw_code(secure, controller, CONTROLLER_GET_METADATA).await,
+        response_code::NO_PERMISSION
+    );
+    assert_eq!(
+        raw_code(secure, ha, HA_FETCH).await,
+        response_code::NO_PERMISSION
+    );
+    let unsigned = sluice_net::remoting::request_code::GET_ALL_TOPIC_CONFIG;
+    assert_eq!(
+        raw_code(secure, broker, unsigned).await,
+        response_code::NO_PERMISSION
+    );
+    let plain = RpcClient::new(TlsTransport::plain(), RpcConfig::default());
+    let answer = plain
+        .invoke(
+            broker,
+            RemotingCommand::request(unsigned),
+            Duration::from_secs(3),
+        )
+        .await;
+    assert!(answer.is_err(), "a plain connection was served: {answer:?}");
 }
 
 #[expect(clippy::too_many_lines, reason = "one end-to-end story, told in order")]
-async fn failover(secrets: Option<(&str, &str)>) {
+async fn failover(secured: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
+    let secure = secured.then(|| Secure::new(dir.path()));
+    let secure = secure.as_ref();
     let ns_port = free_port();
     let ctl_port = free_port();
     let namesrv = format!("127.0.0.1:{ns_port}");
     let controller = format!("127.0.0.1:{ctl_port}");
     let ctl_dir = dir.path().join("controller");
     let secret_file = dir.path().join("cluster.secret");
-    std::fs::write(&secret_file, secrets.map_or("", |s| s.1)).expect("secret file");
+    std::fs::write(&secret_file, SECRETS.1).expect("secret file");
     let secret_file = secret_file.to_string_lossy().into_owned();
-    let secret_args = if secrets.is_some() {
-        vec!["--cluster-secret-file", secret_file.as_str()]
-    } else {
-        Vec::new()
-    };
+    let secure_args = secure
+        .map(|s| s.namesrv_args(&secret_file))
+        .unwrap_or_default();
+    let secure_args: Vec<&str> = secure_args.iter().map(String::as_str).collect();
     let _ns = Proc::spawn(
         &[
             &[
@@ -206,17 +329,17 @@ async fn failover(secrets: Option<(&str, &str)>) {
                 "--broker-timeout-ms",
                 "3000",
             ],
-            &secret_args[..],
+            &secure_args[..],
         ]
         .concat(),
         "sluice name server listening",
     );
-    let (mut first, first_ha) = broker(dir.path(), 1, &namesrv, &controller, secrets);
-    let probe = client(&namesrv, "probe");
+    let (mut first, first_ha) = broker(dir.path(), 1, &namesrv, &controller, secure);
+    let probe = client(&namesrv, "probe", secure);
     // The first broker to heartbeat becomes the master (auto-creating the
     // topic on the first send); then the replica starts.
     let producer = Producer::new(
-        client(&namesrv, "producer"),
+        client(&namesrv, "producer", secure),
         ProducerConfig {
             retries: 0,
             send_timeout: Duration::from_secs(3),
@@ -233,8 +356,8 @@ async fn failover(secrets: Option<(&str, &str)>) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let first_master = routed_master(&probe).await;
-    let (_second, second_ha) = broker(dir.path(), 2, &namesrv, &controller, secrets);
-    let (_third, third_ha) = broker(dir.path(), 3, &namesrv, &controller, secrets);
+    let (_second, second_ha) = broker(dir.path(), 2, &namesrv, &controller, secure);
+    let (_third, third_ha) = broker(dir.path(), 3, &namesrv, &controller, secure);
 
     let sends = Arc::new(Mutex::new(Sends::default()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -266,16 +389,8 @@ async fn failover(secrets: Option<(&str, &str)>) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    if secrets.is_some() {
-        // The secrets are in force: raw connections get nothing.
-        assert_eq!(
-            raw_code(&controller, CONTROLLER_GET_METADATA).await,
-            response_code::NO_PERMISSION
-        );
-        assert_eq!(
-            raw_code(&first_ha, HA_FETCH).await,
-            response_code::NO_PERMISSION
-        );
+    if let Some(secure) = secure {
+        secured_ports_refuse_strangers(secure, &controller, &first_ha, &first_master).await;
     }
     first.kill9();
     let killed_at = tokio::time::Instant::now();
@@ -308,9 +423,12 @@ async fn failover(secrets: Option<(&str, &str)>) {
         (first_after - killed_at).as_millis()
     );
     let new_master = routed_master(&probe).await;
-    if secrets.is_some() {
+    if let Some(secure) = secure {
         for ha in [&second_ha, &third_ha] {
-            assert_eq!(raw_code(ha, HA_FETCH).await, response_code::NO_PERMISSION);
+            assert_eq!(
+                raw_code(secure, ha, HA_FETCH).await,
+                response_code::NO_PERMISSION
+            );
         }
     }
     assert_ne!(
@@ -319,7 +437,7 @@ async fn failover(secrets: Option<(&str, &str)>) {
     );
 
     // Drain every queue from the new master.
-    let reader = PullConsumer::new(client(&namesrv, "reader"), "failover-readers");
+    let reader = PullConsumer::new(client(&namesrv, "reader", secure), "failover-readers");
     let queues = reader.queues(TOPIC).await.expect("queues");
     let sub = Subscription::all(TOPIC);
     let mut read = BTreeSet::new();
