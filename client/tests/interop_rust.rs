@@ -8,16 +8,24 @@
 //! `SLUICE_RUST_PEER`; without that variable the first test builds it
 //! (minutes, cold) into `target/interop-rust` (dev profile, no debug info). `SLUICE_SKIP_RUST_INTEROP=1`
 //! skips these tests where that toolchain is unavailable.
+//!
+//! Two scenarios run against a secured node: `tls-roundtrip` (every port
+//! `[tls] mode = "enforcing"`, certificates minted by [`pki`]) and
+//! `acl-roundtrip` (`[acl] mode = "enforcing"`).
 
 #[path = "../../node/tests/support/mod.rs"]
 mod support;
+
+#[path = "../../net/tests/support/pki.rs"]
+mod pki;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use sluice_client::{Admin, ClientConfig, ClientInstance};
+use pki::Pki;
+use sluice_client::{Admin, ClientConfig, ClientInstance, TlsSettings, Transport};
 use sluice_core::SystemClock;
 use sluice_net::TokioTransport;
 use support::Node;
@@ -29,6 +37,25 @@ const NODE_TOML: &str =
     "delay_levels = \"1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\"\n\
                          transaction_timeout_ms = 1000\n\
                          transaction_check_interval_ms = 1000\n";
+
+/// The broker signs its registrations as `broker-a`; the peer signs as
+/// `rust-peer`, which may publish and subscribe anything but administer
+/// nothing.
+const ACL_TOML: &str = r#"
+[acl]
+mode = "enforcing"
+access_key = "broker-a"
+secret_key = "broker-a-secret"
+[[acl.accounts]]
+access_key = "broker-a"
+secret_key = "broker-a-secret"
+broker = true
+[[acl.accounts]]
+access_key = "rust-peer"
+secret_key = "rust-peer-secret"
+default_topic_perm = "PUB|SUB"
+default_group_perm = "PUB|SUB"
+"#;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -83,14 +110,15 @@ fn peer_binary() -> Option<&'static Path> {
 /// producer's first send to a new topic is routed by. The node prints that
 /// it listens before its first registration reaches its own name server;
 /// a send before then fails with "No route info", as against Apache.
-fn wait_routed(node: &Node) {
+/// Route reads stay unsigned under ACL, as in Apache.
+fn wait_routed<T: Transport>(node: &Node, transport: T) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async {
         let admin = Admin::new(ClientInstance::new(
-            TokioTransport,
+            transport,
             SystemClock::new(),
             ClientConfig::new(&node.namesrv).with_instance_name("route-watch"),
         ));
@@ -117,18 +145,28 @@ fn scenario(name: &str) {
 /// One run of a scenario on a fresh node: the peer's output as the error
 /// unless it passed.
 fn run_scenario(name: &str) -> Result<(), String> {
+    if peer_binary().is_none() {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start_with_config(dir.path(), "async", NODE_TOML);
+    wait_routed(&node, TokioTransport);
+    run_peer(name, &node, dir.path(), &[])
+}
+
+/// Runs the peer's scenario `name` against a node already routed, with
+/// `extra` arguments after `--namesrv`.
+fn run_peer(name: &str, node: &Node, dir: &Path, extra: &[&str]) -> Result<(), String> {
     let Some(peer) = peer_binary() else {
         return Ok(());
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start_with_config(dir.path(), "async", NODE_TOML);
-    wait_routed(&node);
     let out = Command::new(peer)
         .args([name, "--namesrv", &node.namesrv])
+        .args(extra)
         // Broadcasting consumers' local offset files.
         .env(
             "rocketmq.client.localOffsetStoreDir",
-            dir.path().join("peer-offsets"),
+            dir.join("peer-offsets"),
         )
         .env(
             "RUST_LOG",
@@ -218,5 +256,55 @@ fn request_reply() {
     if let Err(first) = run_scenario("request-reply") {
         println!("request-reply: first attempt failed, running once more:\n{first}");
         scenario("request-reply");
+    }
+}
+
+#[test]
+fn tls_round_trip_verifies_the_node_against_the_ca() {
+    if peer_binary().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = Pki::mint(dir.path());
+    let toml = format!(
+        "{NODE_TOML}[tls]\nmode = \"enforcing\"\ncert = \"{}\"\nkey = \"{}\"\nca = \"{}\"\n",
+        pki.server_cert.display(),
+        pki.server_key.display(),
+        pki.ca.display()
+    );
+    let node = Node::start_with_config(dir.path(), "async", &toml);
+    let trusting = TlsSettings {
+        ca: Some(pki.ca.clone()),
+        ..TlsSettings::default()
+    }
+    .transport()
+    .expect("client TLS settings");
+    wait_routed(&node, trusting);
+    let (ca, other_ca) = (pki.ca.display().to_string(), pki.other_ca.display().to_string());
+    if let Err(failure) = run_peer(
+        "tls-roundtrip",
+        &node,
+        dir.path(),
+        &["--ca", &ca, "--other-ca", &other_ca],
+    ) {
+        panic!("{failure}");
+    }
+}
+
+#[test]
+fn acl_round_trip_signs_and_a_wrong_secret_is_refused() {
+    if peer_binary().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start_with_config(dir.path(), "async", &format!("{NODE_TOML}{ACL_TOML}"));
+    wait_routed(&node, TokioTransport);
+    if let Err(failure) = run_peer(
+        "acl-roundtrip",
+        &node,
+        dir.path(),
+        &["--access-key", "rust-peer", "--secret-key", "rust-peer-secret"],
+    ) {
+        panic!("{failure}");
     }
 }

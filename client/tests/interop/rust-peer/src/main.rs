@@ -2,13 +2,18 @@
 //! rust-peer: Sluice interop scenarios on the crates.io RocketMQ Rust client
 //! (`rocketmq-client-rust` 1.0.0), one subcommand per feature:
 //!
-//!   rust-peer <scenario> --namesrv HOST:PORT
+//!   rust-peer <scenario> --namesrv HOST:PORT [--ca CA.pem --other-ca CA.pem]
+//!             [--access-key KEY --secret-key SECRET]
 //!
 //! Each scenario makes its own topic and group names, prints one
 //! `PASS <scenario>: ...` or `FAIL <scenario>: ...` line, and exits 0 only
-//! on PASS. `rust-peer all` runs every scenario in one process;
-//! `rust-peer list` prints their names. The client's own log goes to
-//! stderr at `RUST_LOG`'s level (default `warn`).
+//! on PASS. `rust-peer all` runs every plain scenario in one process;
+//! `rust-peer list` prints every name. With `--ca` every client speaks TLS
+//! and verifies the server against that CA; with `--access-key` every
+//! client signs its requests (RocketMQ ACL 1.0). The secured scenarios
+//! (`tls-roundtrip`, `acl-roundtrip`) need those flags and a node that
+//! enforces them (see secure.rs). The client's own log goes to stderr at
+//! `RUST_LOG`'s level (default `warn`).
 //!
 //! Scenarios that need the broker to act on a timer assume the node runs
 //! with short settings (see client/tests/interop_rust.rs): delay levels
@@ -35,6 +40,11 @@ use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::MessageTrait;
 use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
+use rocketmq_transport::api::RPCHook;
+
+mod secure;
+
+use secure::{AclKeys, TlsTrust};
 
 /// Every scenario, in the order `all` runs them.
 const SCENARIOS: &[&str] = &[
@@ -52,6 +62,10 @@ const SCENARIOS: &[&str] = &[
     "query",
     "request-reply",
 ];
+
+/// Scenarios against a node that enforces TLS or ACL, each needing its
+/// flags; not part of `all`.
+const SECURED_SCENARIOS: &[&str] = &["tls-roundtrip", "acl-roundtrip"];
 
 /// Longest any one scenario may take.
 const SCENARIO_BUDGET: Duration = Duration::from_secs(30);
@@ -114,13 +128,16 @@ impl Rt {
     }
 }
 
-/// What every scenario gets: the client runtime, the name server, and a
-/// suffix that makes its names unique.
+/// What every scenario gets: the client runtime, the name server, a
+/// suffix that makes its names unique, and how its clients secure their
+/// connections (`--ca`) and sign their requests (`--access-key`).
 struct Env {
     client: Arc<ClientRuntime>,
     ns: String,
     uniq: String,
     instances: AtomicUsize,
+    tls: Option<TlsTrust>,
+    acl: Option<AclKeys>,
 }
 
 impl Env {
@@ -142,16 +159,38 @@ impl Env {
         // The client's floor for both (10 s; its defaults are 30 s).
         c.set_poll_name_server_interval(10_000);
         c.set_heartbeat_broker_interval(10_000);
+        if let Some(tls) = &self.tls {
+            secure::trust(&mut c, &tls.ca);
+        }
         c
     }
 
+    /// The request signer every client gets, if `--access-key` was given.
+    fn signer(&self) -> Option<Arc<dyn RPCHook>> {
+        self.acl.as_ref().map(AclKeys::signer)
+    }
+
     async fn producer(&self, group: &str) -> Result<DefaultMQProducer, String> {
-        let mut p = DefaultMQProducer::builder(self.client.clone())
-            .client_config(self.config())
+        self.producer_with(group, self.config(), self.signer())
+            .await
+    }
+
+    /// A started producer with this config and signer (none: unsigned).
+    async fn producer_with(
+        &self,
+        group: &str,
+        config: ClientConfig,
+        signer: Option<Arc<dyn RPCHook>>,
+    ) -> Result<DefaultMQProducer, String> {
+        let mut b = DefaultMQProducer::builder(self.client.clone())
+            .client_config(config)
             .name_server_addr(self.ns.clone())
             .producer_group(group.to_owned())
-            .send_msg_timeout(5000)
-            .build();
+            .send_msg_timeout(5000);
+        if let Some(signer) = signer {
+            b = b.rpc_hook(signer);
+        }
+        let mut p = b.build();
         p.start().await.map_err(ce("producer start"))?;
         Ok(p)
     }
@@ -162,6 +201,7 @@ impl Env {
             .name_server_addr(self.ns.clone())
             .consumer_group(group.to_owned())
             .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+            .rpc_hook(self.signer())
     }
 }
 
@@ -1215,8 +1255,20 @@ async fn run(env: &Env, scenario: &str) -> Outcome {
         "retry-dlq" => retry_dlq(env).await,
         "query" => query(env).await,
         "request-reply" => request_reply(env).await,
-        other => Err(format!("unknown scenario {other:?}; one of {SCENARIOS:?}")),
+        "tls-roundtrip" => secure::tls_roundtrip(env).await,
+        "acl-roundtrip" => secure::acl_roundtrip(env).await,
+        other => Err(format!(
+            "unknown scenario {other:?}; one of {SCENARIOS:?} or {SECURED_SCENARIOS:?}"
+        )),
     }
+}
+
+/// The value after `name` on the command line.
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
 }
 
 async fn bounded<F: Future<Output = Outcome>>(f: F) -> Outcome {
@@ -1234,23 +1286,32 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let scenario = args.get(1).cloned().unwrap_or_else(|| "help".into());
     if scenario == "list" {
-        for s in SCENARIOS {
+        for s in SCENARIOS.iter().chain(SECURED_SCENARIOS) {
             println!("{s}");
         }
         return;
     }
-    let Some(ns) = args
-        .iter()
-        .position(|a| a == "--namesrv")
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-    else {
+    let Some(ns) = flag(&args, "--namesrv") else {
         eprintln!(
-            "usage: rust-peer <{}|all|list> --namesrv HOST:PORT",
-            SCENARIOS.join("|")
+            "usage: rust-peer <{}|all|list> --namesrv HOST:PORT \
+             [--ca CA.pem --other-ca CA.pem] [--access-key KEY --secret-key SECRET]",
+            SCENARIOS
+                .iter()
+                .chain(SECURED_SCENARIOS)
+                .copied()
+                .collect::<Vec<_>>()
+                .join("|")
         );
         std::process::exit(2);
     };
+    let tls = flag(&args, "--ca").map(|ca| TlsTrust {
+        ca,
+        other_ca: flag(&args, "--other-ca"),
+    });
+    let acl = flag(&args, "--access-key").map(|access_key| AclKeys {
+        access_key,
+        secret_key: flag(&args, "--secret-key").unwrap_or_default(),
+    });
     // Rebalance every 2 s instead of 20 s, so a queue (say of a retry topic
     // that appears after the consumer starts) is picked up within a scenario's
     // budget. Set before any client thread exists.
@@ -1284,6 +1345,8 @@ fn main() {
             ns,
             uniq: format!("{}_{}", std::process::id(), millis() % 100_000_000),
             instances: AtomicUsize::new(0),
+            tls,
+            acl,
         };
         let list: Vec<&str> = if scenario == "all" {
             SCENARIOS.to_vec()
