@@ -280,7 +280,10 @@ fn tls_round_trip_verifies_the_node_against_the_ca() {
     .transport()
     .expect("client TLS settings");
     wait_routed(&node, trusting);
-    let (ca, other_ca) = (pki.ca.display().to_string(), pki.other_ca.display().to_string());
+    let (ca, other_ca) = (
+        pki.ca.display().to_string(),
+        pki.other_ca.display().to_string(),
+    );
     if let Err(failure) = run_peer(
         "tls-roundtrip",
         &node,
@@ -303,7 +306,12 @@ fn acl_round_trip_signs_and_a_wrong_secret_is_refused() {
         "acl-roundtrip",
         &node,
         dir.path(),
-        &["--access-key", "rust-peer", "--secret-key", "rust-peer-secret"],
+        &[
+            "--access-key",
+            "rust-peer",
+            "--secret-key",
+            "rust-peer-secret",
+        ],
     ) {
         panic!("{failure}");
     }
