@@ -320,32 +320,10 @@ fn bad_input_fails_with_a_clear_message() {
     assert!(String::from_utf8_lossy(&unreachable.stderr).contains("error:"));
 }
 
-const ACL_TOML: &str = r#"
-[acl]
-mode = "enforcing"
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-[[acl.accounts]]
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-broker = true
-[[acl.accounts]]
-access_key = "root"
-secret_key = "root-secret"
-admin = true
-default_topic_perm = "PUB|SUB"
-default_group_perm = "PUB|SUB"
-[[acl.accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_group_perm = "SUB"
-topic_perms = { Orders = "PUB|SUB", ReadOnly = "SUB" }
-"#;
-
 #[test]
 fn acl_verbs_list_accounts_and_check_keys_and_every_verb_signs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start_with_config(dir.path(), "async", ACL_TOML);
+    let node = Node::start_with_config(dir.path(), "async", support::ACL_TOML);
     let root = ["--access-key", "root", "--secret-key", "root-secret"];
     let with = |creds: &[&str], args: &[&str]| {
         let mut all = creds.to_vec();

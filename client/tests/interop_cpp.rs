@@ -264,31 +264,14 @@ async fn sluice_side(node: &Node) -> Producer<TokioTransport, SystemClock> {
     producer
 }
 
-const ACL_TOML: &str = r#"
-[acl]
-mode = "enforcing"
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-[[acl.accounts]]
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-broker = true
-[[acl.accounts]]
-access_key = "cpp-app"
-secret_key = "cpp-app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "SUB"
-topic_perms = { CppAcl = "PUB|SUB", CppReadOnly = "SUB" }
-"#;
-
 #[test]
 fn the_cpp_client_signs_with_its_credentials_and_is_refused_without_the_right_ones() {
     const SENT: usize = 20;
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start_with_config(dir.path(), "async", ACL_TOML);
+    let node = Node::start_with_config(dir.path(), "async", support::ACL_TOML);
     let count = SENT.to_string();
-    let good = Some(("cpp-app", "cpp-app-secret"));
+    let good = Some(("app", "app-secret"));
     let out = signed_peer(&python, &["produce", &node.namesrv, "CppAcl", &count], good);
     assert!(out.status.success(), "the signed C++ producer failed");
     let out = signed_peer(&python, &["consume", &node.namesrv, "CppAcl", &count], good);
@@ -311,13 +294,13 @@ fn the_cpp_client_signs_with_its_credentials_and_is_refused_without_the_right_on
     };
     refused(
         "CppAcl",
-        Some(("cpp-app", "wrong-secret")),
-        "Check signature failed for accessKey=cpp-app",
+        Some(("app", "wrong-secret")),
+        "Check signature failed for accessKey=app",
     );
     refused(
         "CppReadOnly",
         good,
-        "No permission for topic CppReadOnly: accessKey=cpp-app needs PUB, has SUB",
+        "No permission for topic CppReadOnly: accessKey=app needs PUB, has SUB",
     );
     refused("CppAcl", None, "no AccessKey");
 }

@@ -20,29 +20,6 @@ use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{Credentials, RemotingCommand, RpcClient, RpcConfig, TokioTransport};
 use support::Node;
 
-const ACL_TOML: &str = r#"
-[acl]
-mode = "enforcing"
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-[[acl.accounts]]
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-broker = true
-[[acl.accounts]]
-access_key = "root"
-secret_key = "root-secret"
-admin = true
-default_topic_perm = "PUB|SUB"
-default_group_perm = "PUB|SUB"
-[[acl.accounts]]
-access_key = "app"
-secret_key = "app-secret"
-default_topic_perm = "DENY"
-default_group_perm = "SUB"
-topic_perms = { Orders = "PUB|SUB", ReadOnly = "SUB" }
-"#;
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -156,7 +133,7 @@ async fn max_offset(broker: &str, topic: &str) -> i64 {
 #[test]
 fn an_independently_computed_signature_is_accepted_and_an_altered_request_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start_with_config(dir.path(), "async", ACL_TOML);
+    let node = Node::start_with_config(dir.path(), "async", support::ACL_TOML);
     runtime().block_on(async {
         let mut request = send("Orders", "first");
         request.ext_fields.insert("AccessKey", "app");
@@ -255,7 +232,7 @@ fn create_topic(topic: &str) -> RemotingCommand {
 #[test]
 fn admin_codes_need_an_admin_and_unknown_codes_tell_strangers_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start_with_config(dir.path(), "async", ACL_TOML);
+    let node = Node::start_with_config(dir.path(), "async", support::ACL_TOML);
     runtime().block_on(async {
         assert_refused(
             &call(
@@ -361,7 +338,7 @@ async fn route_addr(namesrv: &str, topic: &str) -> String {
 #[test]
 fn a_fake_registration_cannot_redirect_a_route() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let node = Node::start_with_config(dir.path(), "async", ACL_TOML);
+    let node = Node::start_with_config(dir.path(), "async", support::ACL_TOML);
     runtime().block_on(async {
         let made = call(
             &node.broker,
@@ -410,7 +387,7 @@ fn a_fake_registration_cannot_redirect_a_route() {
 #[test]
 fn permissive_mode_serves_unsigned_requests_and_counts_them() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let toml = ACL_TOML.replace("mode = \"enforcing\"", "mode = \"permissive\"");
+    let toml = support::ACL_TOML.replace("mode = \"enforcing\"", "mode = \"permissive\"");
     let node = Node::start_with_config(dir.path(), "async", &toml);
     runtime().block_on(async {
         let r = call(&node.broker, send("Anything", "unsigned")).await;

@@ -114,6 +114,34 @@ pub fn with_small_store(broker_toml: &str) -> String {
     out
 }
 
+/// A standalone node's `[acl]` for tests: the broker's own account
+/// (`broker-a`, which the broker signs its registration with), an admin
+/// (`root`) and an application key (`app`: PUB|SUB on `Orders` and
+/// `CppAcl`, SUB only on `ReadOnly` and `CppReadOnly`, SUB on every group,
+/// nothing else). Secrets are the key followed by `-secret`.
+pub const ACL_TOML: &str = r#"
+[acl]
+mode = "enforcing"
+access_key = "broker-a"
+secret_key = "broker-a-secret"
+[[acl.accounts]]
+access_key = "broker-a"
+secret_key = "broker-a-secret"
+broker = true
+[[acl.accounts]]
+access_key = "root"
+secret_key = "root-secret"
+admin = true
+default_topic_perm = "PUB|SUB"
+default_group_perm = "PUB|SUB"
+[[acl.accounts]]
+access_key = "app"
+secret_key = "app-secret"
+default_topic_perm = "DENY"
+default_group_perm = "SUB"
+topic_perms = { Orders = "PUB|SUB", ReadOnly = "SUB", CppAcl = "PUB|SUB", CppReadOnly = "SUB" }
+"#;
+
 /// A running standalone node.
 pub struct Node {
     child: Option<Child>,
