@@ -28,7 +28,7 @@ use pki::Pki;
 use sluice_client::{Admin, ClientConfig, ClientInstance, TlsSettings, Transport};
 use sluice_core::SystemClock;
 use sluice_net::TokioTransport;
-use support::Node;
+use support::{Node, ACL_TOML};
 
 /// Broker settings the timed scenarios rely on: delay level 2 is 2 s and
 /// every other level 1 s (retries use levels 3 and up), and a half message
@@ -37,25 +37,6 @@ const NODE_TOML: &str =
     "delay_levels = \"1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\"\n\
                          transaction_timeout_ms = 1000\n\
                          transaction_check_interval_ms = 1000\n";
-
-/// The broker signs its registrations as `broker-a`; the peer signs as
-/// `rust-peer`, which may publish and subscribe anything but administer
-/// nothing.
-const ACL_TOML: &str = r#"
-[acl]
-mode = "enforcing"
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-[[acl.accounts]]
-access_key = "broker-a"
-secret_key = "broker-a-secret"
-broker = true
-[[acl.accounts]]
-access_key = "rust-peer"
-secret_key = "rust-peer-secret"
-default_topic_perm = "PUB|SUB"
-default_group_perm = "PUB|SUB"
-"#;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -302,16 +283,13 @@ fn acl_round_trip_signs_and_a_wrong_secret_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let node = Node::start_with_config(dir.path(), "async", &format!("{NODE_TOML}{ACL_TOML}"));
     wait_routed(&node, TokioTransport);
+    // The shared ACL's `root` may publish and subscribe any topic and
+    // group, as the scenario's fresh names need.
     if let Err(failure) = run_peer(
         "acl-roundtrip",
         &node,
         dir.path(),
-        &[
-            "--access-key",
-            "rust-peer",
-            "--secret-key",
-            "rust-peer-secret",
-        ],
+        &["--access-key", "root", "--secret-key", "root-secret"],
     ) {
         panic!("{failure}");
     }
