@@ -3,7 +3,9 @@
 //! content) is accepted; a request altered after signing, a non-admin's
 //! admin request, an unsigned request of an unknown code and a fake broker
 //! registration are refused with `NO_PERMISSION`, and nothing is written
-//! for them; permissive mode lets requests through and counts them.
+//! for them; permissive mode lets requests through and counts them; a
+//! changed policy file is put in force without a restart (SIGHUP, or its
+//! modification time).
 
 mod support;
 
@@ -403,5 +405,55 @@ fn permissive_mode_serves_unsigned_requests_and_counts_them() {
             .and_then(|v| v.parse().ok())
             .expect("counted");
         assert!(would >= 1, "the unsigned send is counted");
+    });
+}
+
+#[test]
+fn a_changed_policy_file_is_reloaded_without_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("acl-accounts.toml");
+    let late = "[[accounts]]\naccess_key = \"late\"\nsecret_key = \"late-secret\"\n\
+                default_topic_perm = \"PUB\"\n";
+    std::fs::write(&policy, "").expect("empty policy file");
+    // `file` goes in the [acl] table, before its first account.
+    let toml = support::ACL_TOML.replacen(
+        "mode = \"enforcing\"\n",
+        &format!("mode = \"enforcing\"\nfile = \"{}\"\n", policy.display()),
+        1,
+    );
+    let node = Node::start_with_config(dir.path(), "async", &toml);
+    runtime().block_on(async {
+        assert_refused(
+            &call(
+                &node.broker,
+                signed(send("Late", "x"), "late", "late-secret"),
+            )
+            .await,
+            "No acl config for accessKey=late",
+        );
+        std::fs::write(&policy, late).expect("write policy");
+        let pid = node.pid().to_string();
+        let hup = std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("kill");
+        assert!(hup.success());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = call(
+                &node.broker,
+                signed(send("Late", "x"), "late", "late-secret"),
+            )
+            .await;
+            if r.code == response_code::SUCCESS {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the reloaded key is still refused: {:?}",
+                r.remark
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     });
 }

@@ -241,6 +241,11 @@ impl Node {
         }
     }
 
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// `kill -9`: no shutdown, no final flush.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
