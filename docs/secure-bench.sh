@@ -4,7 +4,7 @@
 # signed and verified), ACL + TLS — interleaved round by round, sync and
 # batch 64, a fresh store per start. Certificates are made here, for this
 # run only.
-# Usage: docs/secure-bench.sh SLUICE_NODE SLUICE [ROUNDS]
+# Usage: [SETUPS="plain acl"] [MODES=batch] docs/secure-bench.sh SLUICE_NODE SLUICE [ROUNDS]
 # Prints one JSON line per run: setup, mode, round, load average, report.
 set -u
 node=$1 bench=$2 rounds=${3:-3}
@@ -41,8 +41,8 @@ printf '%s\n' "$acl" > "$work/acl.toml"
 printf '%s\n%s\n' "$acl" "$tls" > "$work/acl-tls.toml"
 data="$work/data"
 for round in $(seq 1 "$rounds"); do
-  for setup in plain acl acl-tls; do
-    for mode in sync batch; do
+  for setup in ${SETUPS:-plain acl acl-tls}; do
+    for mode in ${MODES:-sync batch}; do
       rm -rf "$data"; mkdir -p "$data"
       "$node" standalone --config "$work/$setup.toml" --data-dir "$data" --flush async \
         --namesrv-listen 127.0.0.1:19876 --broker-listen 127.0.0.1:20911 >/dev/null 2>&1 &
