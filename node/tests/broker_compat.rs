@@ -317,7 +317,6 @@ fn an_offset_reset_reaches_a_cpp_consumer_as_a_list_and_a_java_one_as_a_map() {
 
 #[test]
 fn a_grpc_client_on_the_remoting_port_is_told_why_in_the_log_and_closed() {
-    use std::io::BufRead;
     use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("broker.toml");
@@ -335,22 +334,7 @@ fn a_grpc_client_on_the_remoting_port_is_told_why_in_the_log_and_closed() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn sluice-node");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = child.stdout.take().expect("stdout");
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "test harness thread, not simulated code"
-    )]
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = support::stdout_lines(&mut child);
     // Lines arrive within 20 s or the node never logged what we wait for.
     let wait_for = |needle: &str| loop {
         match rx.recv_timeout(Duration::from_secs(20)) {

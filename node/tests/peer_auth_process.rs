@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -31,22 +30,7 @@ impl Node {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn sluice-node");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = std::sync::mpsc::channel::<String>();
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "test harness thread, not simulated code"
-        )]
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = support::stdout_lines(&mut child);
         Self { child, lines }
     }
 

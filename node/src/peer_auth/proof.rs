@@ -46,15 +46,16 @@ fn mac(secret: &SharedSecret, parts: &[&[u8]]) -> HmacSha256 {
     m
 }
 
-/// The proof `side` gives for `identity` in `realm` over both nonces.
-pub fn prove(
+/// The MAC both [`prove`] and [`verify`] compute: `side`'s label, the
+/// realm, the identity and both nonces, under `secret`.
+fn transcript(
     secret: &SharedSecret,
     side: Side,
     realm: &str,
     identity: &str,
     client_nonce: &Nonce,
     server_nonce: &Nonce,
-) -> Nonce {
+) -> HmacSha256 {
     mac(
         secret,
         &[
@@ -65,9 +66,21 @@ pub fn prove(
             server_nonce,
         ],
     )
-    .finalize()
-    .into_bytes()
-    .into()
+}
+
+/// The proof `side` gives for `identity` in `realm` over both nonces.
+pub fn prove(
+    secret: &SharedSecret,
+    side: Side,
+    realm: &str,
+    identity: &str,
+    client_nonce: &Nonce,
+    server_nonce: &Nonce,
+) -> Nonce {
+    transcript(secret, side, realm, identity, client_nonce, server_nonce)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
 /// Whether `proof` is the one `side` gives for these inputs (constant time).
@@ -80,18 +93,9 @@ pub fn verify(
     server_nonce: &Nonce,
     proof: &[u8],
 ) -> bool {
-    mac(
-        secret,
-        &[
-            side.label(),
-            realm.as_bytes(),
-            identity.as_bytes(),
-            client_nonce,
-            server_nonce,
-        ],
-    )
-    .verify_slice(proof)
-    .is_ok()
+    transcript(secret, side, realm, identity, client_nonce, server_nonce)
+        .verify_slice(proof)
+        .is_ok()
 }
 
 /// A fresh nonce: unpredictable without the secret, distinct for distinct

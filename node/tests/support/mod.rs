@@ -86,6 +86,26 @@ pub fn spawn_until(command: &mut Command, ready: &str) -> Child {
     child
 }
 
+/// Every stdout line of `child` (spawned with piped stdout), read on a
+/// thread and sent to the returned receiver, for tests that wait for a log
+/// line.
+pub fn stdout_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "test harness thread, not simulated code"
+    )]
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// Store file sizes for test nodes. The defaults are RocketMQ's and every
 /// file is allocated in full (`posix_fallocate`), so a default node takes
 /// 1.4 GB of disk before its first message (a 1 GiB CommitLog segment, a
