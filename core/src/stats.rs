@@ -102,6 +102,20 @@ pub struct HistogramSnapshot {
 }
 
 impl HistogramSnapshot {
+    /// Adds `other`'s observations to these (buckets are merged by their
+    /// highest value, so two snapshots of one bucket layout add exactly).
+    pub fn merge(&mut self, other: &HistogramSnapshot) {
+        self.count += other.count;
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+        self.max_us = self.max_us.max(other.max_us);
+        let mut buckets: std::collections::BTreeMap<u64, u64> =
+            self.buckets.iter().copied().collect();
+        for (upper, n) in &other.buckets {
+            *buckets.entry(*upper).or_default() += n;
+        }
+        self.buckets = buckets.into_iter().collect();
+    }
+
     /// The value at quantile `q` (0.0..=1.0): the highest value of the
     /// bucket holding that rank, capped at the maximum; 0 when empty.
     pub fn quantile_us(&self, q: f64) -> u64 {
@@ -224,6 +238,21 @@ mod tests {
         let h = LatencyHistogram::default();
         h.record(us(1_000));
         assert_eq!(h.snapshot().quantile_us(0.5), 1_000);
+    }
+
+    #[test]
+    fn merged_snapshots_add_counts_bucket_by_bucket() {
+        let (a, b) = (LatencyHistogram::default(), LatencyHistogram::default());
+        a.record(us(3));
+        a.record(us(900));
+        b.record(us(3));
+        b.record(us(40));
+        let mut m = a.snapshot();
+        m.merge(&b.snapshot());
+        assert_eq!((m.count, m.sum_us, m.max_us), (4, 946, 900));
+        let threes = m.buckets.iter().find(|(u, _)| *u == 3).map(|(_, n)| *n);
+        assert_eq!(threes, Some(2));
+        assert_eq!(m.buckets.iter().map(|(_, n)| n).sum::<u64>(), 4);
     }
 
     #[test]

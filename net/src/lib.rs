@@ -26,7 +26,8 @@ pub use auth::Credentials;
 pub use error::{Error, FrameError, Result};
 pub use remoting::{ExtFields, RemotingCommand};
 pub use rpc::{
-    ConnectionHandle, Handler, HandlerTable, RequestContext, RpcClient, RpcConfig, RpcServer,
+    ConnectionHandle, Handler, HandlerTable, LiveConnections, RequestContext, RpcClient, RpcConfig,
+    RpcServer,
 };
 #[cfg(feature = "testing")]
 pub use transport::TurmoilTransport;

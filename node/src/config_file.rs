@@ -26,6 +26,9 @@
 //! timer_precision_ms = 1000       # timer messages: slot width (up to this late, never early)
 //! timer_max_delay_ms = 259200000  # farthest ahead a timer may be due (3 days; <= retention)
 //! timer_log_segment_bytes = 56000000 # timer log file size (a multiple of 56)
+//! metrics_listen = "127.0.0.1:5557" # HTTP: /metrics and the dashboard (absent: off;
+//!                                   # standalone serves 127.0.0.1:5557 unless "off")
+//! metrics_series_cap = 5000         # label sets per metric family; past it, `other`
 //!
 //! # TLS on every port this broker serves (absent: plain), and on its own
 //! # dials (name servers, master, controllers) when `ca` or `insecure` is set.
@@ -253,6 +256,10 @@ pub struct BrokerFile {
     pub replication: Option<ReplicationFile>,
     /// Access control.
     pub acl: Option<AclFile>,
+    /// The HTTP port (`/metrics`, dashboard); `"off"`: none.
+    pub metrics_listen: Option<String>,
+    /// Label sets per labelled metric family.
+    pub metrics_series_cap: Option<usize>,
 }
 
 impl BrokerFile {
@@ -377,6 +384,10 @@ impl BrokerFile {
             c.replication = Some(r.into_config()?);
         }
         apply_acl(self.acl, &mut c)?;
+        c.metrics_listen = self.metrics_listen.filter(|l| l != "off");
+        if let Some(v) = self.metrics_series_cap {
+            c.metrics_series_cap = v.max(1);
+        }
         let data_dir = self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned());
         Ok((c, data_dir))
     }

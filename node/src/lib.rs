@@ -13,6 +13,7 @@
 //! - [`acl`]: access control (RocketMQ ACL 1.0 signatures, accounts and
 //!   permissions) guarding the broker's and the name server's tables.
 //! - [`config_file`]: the broker's TOML configuration file.
+//! - [`http`]: the HTTP port: Prometheus `/metrics` and the dashboard.
 //! - [`peer_auth`]: the shared-secret challenge-response that guards the
 //!   replication and controller ports.
 //! - [`error`]: the crate's `Error`.
@@ -24,6 +25,7 @@ pub mod config_file;
 pub mod controller;
 pub mod dispatch;
 pub mod error;
+pub mod http;
 pub mod namesrv;
 pub mod peer_auth;
 #[cfg(feature = "testing")]

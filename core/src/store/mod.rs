@@ -413,6 +413,24 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             .and_then(|e| self.store_time_at(e.phys_offset)))
     }
 
+    /// Store time of the message at `offset` of a queue (`None` past its
+    /// end or before its start).
+    pub fn store_time_of(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+    ) -> Result<Option<i64>> {
+        let Some(q) = self.queues.get(topic, queue_id) else {
+            return Ok(None);
+        };
+        if offset < q.min_offset() {
+            return Ok(None);
+        }
+        Ok(q.entry(offset)?
+            .and_then(|e| self.store_time_at(e.phys_offset)))
+    }
+
     fn store_time_at(&self, phys: CommitLogOffset) -> Option<i64> {
         let raw = self.read_at(phys).ok()??;
         StoredRecord::decode(&raw)

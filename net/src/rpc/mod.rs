@@ -50,7 +50,7 @@ use crate::remoting::FrameLimits;
 pub use client::RpcClient;
 pub use connection::{ConnectionHandle, ConnectionId};
 pub use handler::{Handler, HandlerFuture, HandlerTable, RequestContext};
-pub use server::{RpcServer, RpcServerBuilder};
+pub use server::{LiveConnections, RpcServer, RpcServerBuilder};
 
 /// Tuning shared by clients and servers.
 #[derive(Debug, Clone)]

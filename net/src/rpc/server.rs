@@ -98,6 +98,18 @@ impl RpcServerBuilder {
     }
 }
 
+/// How many connections a server has open now (see
+/// [`RpcServer::live_connections`]); cheap to clone.
+#[derive(Clone)]
+pub struct LiveConnections(Registry);
+
+impl LiveConnections {
+    /// Connections open now.
+    pub fn count(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
 /// A running RPC server.
 pub struct RpcServer {
     local_addr: SocketAddr,
@@ -130,6 +142,12 @@ impl RpcServer {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// A count of this server's live connections that can be kept (and
+    /// read) apart from the server.
+    pub fn live_connections(&self) -> LiveConnections {
+        LiveConnections(Arc::clone(&self.registry))
     }
 
     /// Live connections, in accept order.

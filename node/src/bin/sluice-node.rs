@@ -107,6 +107,10 @@ enum Command {
         /// `flush_mode`, else async].
         #[arg(long)]
         flush: Option<String>,
+        /// HTTP port for `/metrics` and the dashboard, or `off`
+        /// [default: the file's `metrics_listen`, else 127.0.0.1:5557].
+        #[arg(long)]
+        metrics_listen: Option<String>,
     },
 }
 
@@ -245,10 +249,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             namesrv_listen,
             broker_listen,
             flush,
+            metrics_listen,
         } => {
             let listen = Listen {
                 namesrv: namesrv_listen,
                 broker: broker_listen,
+                metrics: metrics_listen,
             };
             standalone(broker_file(config)?, data_dir, listen, flush, stop).await?;
         }
@@ -283,7 +289,11 @@ fn broker_file(path: Option<PathBuf>) -> anyhow::Result<BrokerFile> {
 struct Listen {
     namesrv: String,
     broker: Option<String>,
+    metrics: Option<String>,
 }
+
+/// Where standalone serves HTTP unless told otherwise.
+const STANDALONE_METRICS_LISTEN: &str = "127.0.0.1:5557";
 
 /// A name server and a broker in one process, on the transport of the
 /// file's `[tls]` and guarded by one ACL policy; the broker signs its
@@ -303,7 +313,12 @@ async fn standalone(
         );
     }
     let acl_configured = file.acl.is_some();
+    let metrics = listen
+        .metrics
+        .or_else(|| file.metrics_listen.clone())
+        .unwrap_or_else(|| STANDALONE_METRICS_LISTEN.to_owned());
     let (mut config, file_data_dir) = file.into_config()?;
+    config.metrics_listen = Some(metrics).filter(|m| m != "off");
     if let Some(broker) = listen.broker {
         config.listen = broker;
     }
@@ -380,6 +395,11 @@ async fn run_broker(
     std::fs::create_dir_all(&data_dir)?;
     let disk = MmapDisk::new(&data_dir)?;
     let broker = Broker::open(disk, SystemClock::new(), config).await?;
+    if let Some(listen) = broker.config().metrics_listen.clone() {
+        let router = sluice_node::http::metrics_router(Arc::clone(&broker));
+        let (addr, _task) = sluice_node::http::serve(&listen, router, wait(stop.clone())).await?;
+        println!("sluice http listening on http://{addr}/");
+    }
     let registered = Arc::clone(&broker);
     broker
         .serve(transport, wait(stop), move |addr| {

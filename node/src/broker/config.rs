@@ -105,6 +105,12 @@ pub struct BrokerConfig {
     /// What the broker signs its own calls to name servers with (an
     /// account with `broker = true` where they enforce ACL).
     pub credentials: Option<Credentials>,
+    /// The HTTP port for `/metrics` and the dashboard (`None`: none).
+    /// Served by the `sluice-node` binary, not by `Broker::serve`.
+    pub metrics_listen: Option<String>,
+    /// Label sets per labelled metric family (topics, groups, queues,
+    /// code pairs); past it, `other` and a count of the dropped.
+    pub metrics_series_cap: usize,
 }
 
 impl Default for BrokerConfig {
@@ -147,6 +153,8 @@ impl Default for BrokerConfig {
             },
             acl: None,
             credentials: None,
+            metrics_listen: None,
+            metrics_series_cap: super::stats::DEFAULT_SERIES_CAP,
         }
     }
 }

@@ -33,7 +33,9 @@ pub use locks::LockTable;
 pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
 pub use schedule::{DelayProgress, DELAY_OFFSETS_FILE};
-pub use stats::{BrokerStats, BrokerStatsSnapshot, LatencySummary};
+pub use stats::{
+    BrokerStats, BrokerStatsSnapshot, Gauges, LatencySummary, QueueLag, ReplicationGauges,
+};
 pub use timer::{Timers, TIMER_PROGRESS_FILE, TIMER_TOPIC};
 pub use topics::{topic_config, TopicTable, DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE};
 pub use transaction::{Transactions, TRANSACTIONS_FILE};
@@ -80,6 +82,8 @@ pub struct Broker<D: Disk, C: Clock> {
     transactions: Transactions,
     ha: Option<Replication>,
     stats: BrokerStats,
+    /// The serving ports' connection counts, set by `serve`.
+    connections: std::sync::Mutex<Vec<sluice_net::LiveConnections>>,
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -143,7 +147,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .parse()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let broker = Arc::new(Self {
-            stats: handlers::stats(&store),
+            stats: handlers::stats(&store, config.metrics_series_cap),
+            connections: std::sync::Mutex::default(),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,
@@ -358,6 +363,15 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         &self.stats
     }
 
+    /// Client connections open on the broker's ports now.
+    pub fn connection_count(&self) -> u64 {
+        let ports = self
+            .connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ports.iter().map(|c| c.count() as u64).sum()
+    }
+
     pub(crate) fn clock(&self) -> &C {
         &self.clock
     }
@@ -473,6 +487,14 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         } else {
             None
         };
+        {
+            let mut ports = self
+                .connections
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            ports.push(server.live_connections());
+            ports.extend(vip.iter().map(RpcServer::live_connections));
+        }
         let ha_server = self.start_replication(&transport, addr).await?;
         tracing::info!(%addr, broker = %self.config.broker_name, "broker serving");
         bound(addr);

@@ -63,11 +63,11 @@ pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C
     })
 }
 
-/// Stats with a latency histogram for every code the broker serves,
-/// reading the store's figures from `store`.
-pub(super) fn stats<D: Disk, C: Clock>(store: &MessageStore<D, C>) -> BrokerStats {
+/// Stats timing every code the broker serves, reading the store's
+/// figures from `store`, each labelled family admitting `cap` label sets.
+pub(super) fn stats<D: Disk, C: Clock>(store: &MessageStore<D, C>, cap: usize) -> BrokerStats {
     let codes = table::<D, C>().into_iter().map(|(code, _)| code);
-    BrokerStats::new(codes, Arc::clone(store.commit_log().stats()))
+    BrokerStats::with_cap(codes, Arc::clone(store.commit_log().stats()), cap)
 }
 
 /// Every request code the broker serves, each routed to its handler once.

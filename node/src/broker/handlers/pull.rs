@@ -83,8 +83,13 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             }
         }
         let bytes: usize = got.messages.iter().map(bytes::Bytes::len).sum();
-        b.stats()
-            .messages_out(got.messages.len() as u64, bytes as u64);
+        b.stats().messages_out(
+            &h.topic,
+            &h.consumer_group,
+            h.queue_id,
+            got.next_begin_offset.to_wire(),
+            (got.messages.len() as u64, bytes as u64),
+        );
         return Ok(respond(code, &got, topic_sys_flag, group_sys_flag));
     }
 }

@@ -220,6 +220,12 @@ async fn send_one<D: Disk, C: Clock>(
     wait: bool,
 ) -> Reply {
     let queue_id = msg.queue_id;
+    let traffic = b.stats().topic_in(&msg.topic);
+    let dlq_group = to_dlq.then(|| {
+        let topic = msg.topic.as_str();
+        let group = topic.strip_prefix(sluice_core::message::DLQ_GROUP_TOPIC_PREFIX);
+        group.unwrap_or(topic).to_owned()
+    });
     if let Some(props) = props.filter(|_| !to_dlq) {
         // Timer properties win over a delay level (the level is dropped).
         b.divert_timer(&mut msg, props).await.map_err(|e| {
@@ -236,9 +242,9 @@ async fn send_one<D: Disk, C: Clock>(
         })?;
     }
     let a = b.store().put(msg, wait).await?;
-    b.stats().message_in(u64::from(a.size));
-    if to_dlq {
-        b.stats().sent_to_dlq();
+    b.stats().message_in(&traffic, u64::from(a.size));
+    if let Some(group) = dlq_group {
+        b.stats().sent_to_dlq(&group, u64::from(a.size));
     }
     let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
     let q = a.queue_offset.to_wire();
@@ -278,9 +284,10 @@ async fn send_batch<D: Disk, C: Clock>(
             ..template.clone()
         })
         .collect();
+    let traffic = b.stats().topic_in(&template.topic);
     let appended = b.store().put_batch(msgs, wait).await?;
     for a in &appended {
-        b.stats().message_in(u64::from(a.size));
+        b.stats().message_in(&traffic, u64::from(a.size));
     }
     let host = b.store_host();
     let ids: Vec<String> = appended

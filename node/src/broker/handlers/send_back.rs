@@ -109,9 +109,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     b.divert_delayed(&mut msg, &mut props)
         .await
         .map_err(|e| Refusal::system_error(format!("[sluice] {}", e.0)))?;
-    b.store().put(msg, true).await?;
+    let a = b.store().put(msg, true).await?;
     if target == SendBackTarget::DeadLetter {
-        b.stats().sent_to_dlq();
+        b.stats().sent_to_dlq(&h.group, u64::from(a.size));
     }
     Ok(RemotingCommand::success())
 }

@@ -58,8 +58,9 @@ pub(super) async fn send_half<D: Disk, C: Clock>(
             format!("[sluice] cannot store the half message: {}", e.0),
         )
     })?;
+    let traffic = b.stats().topic_in(&msg.topic);
     let a = b.store().put(msg, wait).await?;
-    b.stats().message_in(u64::from(a.size));
+    b.stats().message_in(&traffic, u64::from(a.size));
     let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
     let q = a.queue_offset.to_wire();
     let mut header = SendMessageResponseHeader::new(id, queue_id, q);

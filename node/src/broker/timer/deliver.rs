@@ -287,9 +287,13 @@ async fn redeliver_batch<D: Disk, C: Clock>(
     units: &[Unit],
 ) -> Result<u64, String> {
     let mut msgs = Vec::with_capacity(units.len());
+    let mut due = Vec::with_capacity(units.len());
     for unit in units {
         match reput_input(b, unit) {
-            Ok(msg) => msgs.push(msg),
+            Ok(msg) => {
+                msgs.push(msg);
+                due.push(unit.due_ms);
+            }
             Err((e, topic)) => {
                 tracing::error!(error = %e, q = unit.queue_offset, "timer message dropped");
                 if let Some(t) = topic {
@@ -304,6 +308,11 @@ async fn redeliver_batch<D: Disk, C: Clock>(
     let topics: Vec<String> = msgs.iter().map(|m| m.topic.clone()).collect();
     match b.store().put_batch(msgs.clone(), false).await {
         Ok(_) => {
+            let now_ms = b.clock().wall_ms();
+            for due_ms in due {
+                let late = Duration::from_millis(now_ms.saturating_sub(due_ms));
+                b.stats().timer_delivered(late);
+            }
             let mut g = b.timers().lock();
             for t in &topics {
                 g.count(t, false);
