@@ -330,6 +330,7 @@ fn a_grpc_client_on_the_remoting_port_is_told_why_in_the_log_and_closed() {
         .arg("--data-dir")
         .arg(dir.path())
         .args(["--namesrv-listen", &namesrv, "--broker-listen", &broker])
+        .args(["--metrics-listen", "off"])
         .env("RUST_LOG", "warn,sluice=info,sluice_node=info")
         .stdout(Stdio::piped())
         .spawn()

@@ -52,6 +52,8 @@ impl Node {
             &namesrv,
             "--broker-listen",
             &broker,
+            "--metrics-listen",
+            "127.0.0.1:0",
         ])
     }
 

@@ -50,6 +50,12 @@ pub fn node_binary() -> PathBuf {
 /// to stderr with the program's first argument when `SLUICE_TEST_LOG` is
 /// set, which also sets the child's `RUST_LOG`; default `warn`).
 pub fn spawn_until(command: &mut Command, ready: &str) -> Child {
+    spawn_until_seen(command, ready).0
+}
+
+/// As [`spawn_until`], also returning the stdout lines read before the
+/// ready line (the HTTP port's line, say).
+pub fn spawn_until_seen(command: &mut Command, ready: &str) -> (Child, Vec<String>) {
     let log = std::env::var("SLUICE_TEST_LOG").ok();
     let name = command
         .get_args()
@@ -64,10 +70,11 @@ pub fn spawn_until(command: &mut Command, ready: &str) -> Child {
         .expect("spawn sluice-node");
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
     loop {
         match lines.next() {
             Some(Ok(line)) if line.contains(ready) => break,
-            Some(Ok(_)) => {}
+            Some(Ok(line)) => seen.push(line),
             _ => panic!("sluice-node {name} exited before printing {ready:?}"),
         }
     }
@@ -83,7 +90,18 @@ pub fn spawn_until(command: &mut Command, ready: &str) -> Child {
             }
         }
     });
-    child
+    (child, seen)
+}
+
+/// The line `sluice-node` prints when its HTTP port serves.
+pub const HTTP_LINE: &str = "sluice http listening on ";
+
+/// The HTTP base URL (`http://127.0.0.1:PORT`) among `lines`.
+pub fn http_base(lines: &[String]) -> Option<String> {
+    lines.iter().find_map(|l| {
+        let url = l.split(HTTP_LINE).nth(1)?;
+        Some(url.trim().trim_end_matches('/').to_owned())
+    })
 }
 
 /// Every stdout line of `child` (spawned with piped stdout), read on a
@@ -170,6 +188,8 @@ pub struct Node {
     pub broker: String,
     /// The broker TOML file passed with `--config`, if any.
     pub config: Option<PathBuf>,
+    /// The HTTP port's base URL (`/metrics`, the dashboard).
+    pub http: String,
 }
 
 /// A port `p` such that `p` and `p - 2` (the VIP port) are free now.
@@ -250,14 +270,19 @@ impl Node {
             &broker,
             "--flush",
             flush,
+            // An ephemeral HTTP port: tests run side by side.
+            "--metrics-listen",
+            "127.0.0.1:0",
         ]);
-        let child = spawn_until(&mut command, "sluice broker listening");
+        let (child, seen) = spawn_until_seen(&mut command, "sluice broker listening");
+        let http = http_base(&seen).expect("sluice-node printed its HTTP port");
         Self {
             child: Some(child),
             data_dir: data_dir.to_owned(),
             namesrv,
             broker,
             config,
+            http,
         }
     }
 
