@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(page.matches("<svg").count(), 2);
         assert_eq!(page.matches("<polyline").count(), 2);
         assert!(
-            page.contains("<tr><th>sent</th><td>1234 msgs over 2.00 s"),
+            page.contains("<tr><th>sent</th><td>1234 msgs in 1 requests over 2.00 s"),
             "{page}"
         );
         assert!(page.contains("T&lt;&amp;&gt;") && !page.contains("T<&>"));

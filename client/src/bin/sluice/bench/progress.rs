@@ -454,7 +454,7 @@ mod tests {
         assert!(warm.contains("  1/10s warm-up"), "{warm}");
         let line = view(5).live();
         assert!(!line.contains("warm-up"), "{line}");
-        assert!(line.contains("sent   4.0k/s ▂▄█"), "{line}");
+        assert!(line.contains("sent   4.0k/s ▃▅█"), "{line}");
         assert!(line.contains("send p99 1.50 ms"), "{line}");
     }
 
