@@ -276,9 +276,10 @@ fn series(svg: &mut String, line: &Line, s: &Scale, index: usize) {
             "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.8\" points=\"{points}\"/>"
         );
     }
+    // The legend sits in the title row, right of the title, off the data.
     #[expect(clippy::cast_precision_loss, reason = "a few series")]
-    let ly = TOP + 14.0 + 16.0 * index as f64;
-    let lx = WIDTH - RIGHT - 170.0;
+    let lx = WIDTH - RIGHT - 170.0 * (index as f64 + 1.0);
+    let ly = 22.0;
     let _ = writeln!(
         svg,
         "<rect x=\"{lx}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{colour}\"/>\

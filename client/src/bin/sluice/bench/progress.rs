@@ -3,9 +3,10 @@
 //! Every run samples its send and receive totals once a second (the
 //! report's throughput plot is drawn from them), with or without a
 //! display. The display is never shown with `--json`; on a terminal it is
-//! one line redrawn in place (a bar of elapsed time, warm-up shaded
-//! differently, the current rate and a sparkline of the last
-//! [`SPARK_SECS`] seconds); otherwise (CI logs) it is one plain line per
+//! a small block redrawn in place (a bar of elapsed time with the warm-up
+//! shaded differently, then per direction the current rate, a sparkline
+//! of the last [`SPARK_SECS`] seconds and p99), each line short enough
+//! for an 80-column terminal; otherwise (CI logs) it is one plain line per
 //! second for runs longer than [`PROGRESS_AFTER`].
 
 use std::fmt::Write as _;
@@ -25,14 +26,25 @@ pub const PROGRESS_AFTER: Duration = Duration::from_secs(3);
 /// Seconds of rate history in a sparkline.
 pub const SPARK_SECS: usize = 30;
 /// Cells of the live bar.
-const BAR_CELLS: usize = 24;
+const BAR_CELLS: usize = 30;
 /// Sparkline levels, lowest first.
 const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 /// A final partial second shorter than this is not sampled (its rate would
 /// be noise).
 const LAST_SAMPLE_MIN: Duration = Duration::from_millis(500);
-/// Return to the start of the line and clear it.
-const CLEAR_LINE: &str = "\r\x1b[2K";
+
+/// Erases a block of `lines` drawn without a final newline: clears the
+/// cursor's line, then each line above it.
+pub fn clear(lines: usize) -> String {
+    if lines == 0 {
+        return String::new();
+    }
+    let mut out = String::from("\r\x1b[2K");
+    for _ in 1..lines {
+        out.push_str("\x1b[1A\x1b[2K");
+    }
+    out
+}
 
 /// Totals so far (warm-up included) at `at` after the start of the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -166,32 +178,37 @@ impl View {
         line
     }
 
-    /// The live line: bar, time, then per direction the rate, a sparkline
-    /// and p99.
-    pub fn live(&self) -> String {
+    /// The live block: the bar and time (with `warm-up`, or `drain` past
+    /// the end), then a line per direction with its rate, a sparkline and
+    /// p99.
+    pub fn live(&self) -> Vec<String> {
         let (elapsed, total) = (self.elapsed.as_secs_f64(), self.total.as_secs_f64());
-        let mut line = format!(
-            "{} {:>3.0}/{total:.0}s{}",
+        let phase = if self.in_warmup() {
+            " warm-up"
+        } else if self.elapsed > self.total {
+            " drain"
+        } else {
+            ""
+        };
+        let mut lines = vec![format!(
+            "{} {:>3.0}/{total:.0}s{phase}",
             bar(elapsed, total, self.warmup.as_secs_f64(), BAR_CELLS),
             elapsed.floor(),
-            if self.in_warmup() { " warm-up" } else { "" }
-        );
-        let dirs = self.directions();
-        let width = SPARK_SECS / dirs.len().max(1);
-        for (_, what, lat, d) in dirs {
+        )];
+        for (_, what, lat, d) in self.directions() {
             let rate = d.history.last().copied().unwrap_or(0.0);
-            let recent = &d.history[d.history.len().saturating_sub(width)..];
-            let _ = write!(
-                line,
-                " │ {what} {:>6}/s {}",
+            let recent = &d.history[d.history.len().saturating_sub(SPARK_SECS)..];
+            let mut line = format!(
+                "  {what} {:>7}/s {:<SPARK_SECS$}",
                 fmt_rate(rate),
                 sparkline(recent)
             );
             if d.latency.count > 0 {
                 let _ = write!(line, " {lat} p99 {}", fmt_us(d.latency.p99));
             }
+            lines.push(line);
         }
-        line
+        lines
     }
 
     fn directions(&self) -> Vec<(&'static str, &'static str, &'static str, &Direction)> {
@@ -261,6 +278,8 @@ impl Sources {
 struct Shared {
     samples: Vec<Sample>,
     stopped: bool,
+    /// Lines of the live block on the terminal now.
+    drawn: usize,
 }
 
 /// The sampler task; stopped by [`Progress::finish`] or when dropped.
@@ -269,7 +288,6 @@ pub struct Progress {
     shared: Arc<Mutex<Shared>>,
     sources: Sources,
     warmup: Duration,
-    mode: Mode,
 }
 
 impl Drop for Progress {
@@ -281,14 +299,13 @@ impl Drop for Progress {
 impl Progress {
     fn stop(&mut self) {
         if let Some(task) = self.task.take() {
-            self.shared
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .stopped = true;
+            let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+            shared.stopped = true;
             task.abort();
-            if self.mode == Mode::Live {
-                eprint!("{CLEAR_LINE}");
+            if shared.drawn > 0 {
+                eprint!("{}", clear(shared.drawn));
                 let _ = std::io::stderr().flush();
+                shared.drawn = 0;
             }
         }
     }
@@ -346,7 +363,6 @@ pub fn start(
         shared,
         sources,
         warmup,
-        mode,
     }
 }
 
@@ -362,21 +378,21 @@ async fn sample(
     tick.tick().await;
     loop {
         tick.tick().await;
-        let view = {
-            let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-            if s.stopped {
-                return;
-            }
-            s.samples.push(sources.sample());
-            (mode != Mode::Off).then(|| sources.view(&s.samples, length, warmup))
-        };
-        match (mode, view) {
-            (Mode::Live, Some(v)) => {
-                eprint!("{CLEAR_LINE}{}", v.live());
+        // Drawn under the lock, so a stop never races a redraw.
+        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if s.stopped {
+            return;
+        }
+        s.samples.push(sources.sample());
+        match mode {
+            Mode::Live => {
+                let lines = sources.view(&s.samples, length, warmup).live();
+                eprint!("{}{}", clear(s.drawn), lines.join("\n"));
                 let _ = std::io::stderr().flush();
+                s.drawn = lines.len();
             }
-            (Mode::Lines, Some(v)) => eprintln!("{}", v.plain()),
-            _ => {}
+            Mode::Lines => eprintln!("{}", sources.view(&s.samples, length, warmup).plain()),
+            Mode::Off => {}
         }
     }
 }
@@ -448,14 +464,31 @@ mod tests {
     }
 
     #[test]
-    fn live_line_has_bar_rate_sparkline_and_warm_up_mark() {
+    fn live_block_has_bar_rate_sparkline_and_phase() {
         let warm = view(1).live();
-        assert!(warm.starts_with("▒▒░"), "{warm}");
-        assert!(warm.contains("  1/10s warm-up"), "{warm}");
-        let line = view(5).live();
-        assert!(!line.contains("warm-up"), "{line}");
-        assert!(line.contains("sent   4.0k/s ▃▅█"), "{line}");
-        assert!(line.contains("send p99 1.50 ms"), "{line}");
+        assert_eq!(warm.len(), 2, "{warm:?}");
+        assert!(warm[0].starts_with("▒▒▒░"), "{warm:?}");
+        assert!(warm[0].ends_with("  1/10s warm-up"), "{warm:?}");
+        let block = view(5).live();
+        assert!(block[0].ends_with("  5/10s"), "{block:?}");
+        assert!(block[1].starts_with("  sent    4.0k/s ▃▅█ "), "{block:?}");
+        assert!(block[1].ends_with(" send p99 1.50 ms"), "{block:?}");
+        assert!(view(12).live()[0].ends_with(" 12/10s drain"));
+        // Both directions of e2e still fit an 80-column terminal.
+        let mut both = view(5);
+        both.send.as_mut().expect("send").history = vec![1.0e6; 60];
+        both.recv = both.send.clone();
+        let block = both.live();
+        assert_eq!(block.len(), 3);
+        assert!(block[2].starts_with("  recv   1.00M/s ████"), "{block:?}");
+        assert!(block.iter().all(|l| l.chars().count() <= 80), "{block:?}");
+    }
+
+    #[test]
+    fn clear_erases_every_line_of_the_block() {
+        assert_eq!(clear(0), "");
+        assert_eq!(clear(1), "\r\x1b[2K");
+        assert_eq!(clear(3), "\r\x1b[2K\x1b[1A\x1b[2K\x1b[1A\x1b[2K");
     }
 
     #[test]

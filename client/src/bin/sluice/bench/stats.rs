@@ -149,9 +149,9 @@ pub fn fmt_us(us: f64) -> String {
 pub fn fmt_rate(r: f64) -> String {
     if !r.is_finite() {
         "?".to_owned()
-    } else if r.abs() < 1_000.0 {
+    } else if r.abs() < 999.5 {
         format!("{r:.0}")
-    } else if r.abs() < 1_000_000.0 {
+    } else if r.abs() < 999_950.0 {
         format!("{:.1}k", r / 1_000.0)
     } else {
         format!("{:.2}M", r / 1_000_000.0)
@@ -284,6 +284,7 @@ mod tests {
     #[test]
     fn rates_are_compact() {
         assert_eq!(fmt_rate(950.0), "950");
+        assert_eq!(fmt_rate(999.7), "1.0k");
         assert_eq!(fmt_rate(12_345.0), "12.3k");
         assert_eq!(fmt_rate(4_560_000.0), "4.56M");
         assert_eq!(fmt_rate(f64::NAN), "?");
