@@ -72,17 +72,7 @@ pub async fn run(
     let received = stats.meter.flow(active.max(Duration::from_millis(1)));
     let cost = cpu.cost(stats.meter.total_msgs(), elapsed);
     let summary = Summary {
-        setup: Setup {
-            bench: "consume",
-            topic: topic.clone(),
-            queues: queues.len(),
-            consumers: Some(args.consumer.consumers),
-            consumer_kind: Some(args.consumer.kind.as_str()),
-            group: Some(group),
-            duration_s: timing.duration.as_secs_f64(),
-            warmup_s: timing.warmup.as_secs_f64(),
-            ..Setup::default()
-        },
+        setup: setup(&args, queues.len(), group, timing),
         received: Some(received),
         drained: Some(drained),
         cost,
@@ -93,6 +83,20 @@ pub async fn run(
         ..Pictures::default()
     };
     Ok((summary, pictures))
+}
+
+fn setup(args: &ConsumeArgs, queues: usize, group: String, timing: Timing) -> Setup {
+    Setup {
+        bench: "consume",
+        topic: args.common.topic.clone(),
+        queues,
+        consumers: Some(args.consumer.consumers),
+        consumer_kind: Some(args.consumer.kind.as_str()),
+        group: Some(group),
+        duration_s: timing.duration.as_secs_f64(),
+        warmup_s: timing.warmup.as_secs_f64(),
+        ..Setup::default()
+    }
 }
 
 /// Waits for the end of the run, or (with `idle_exit`) until nothing has

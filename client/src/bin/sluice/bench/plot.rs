@@ -248,11 +248,11 @@ fn axes(svg: &mut String, c: &Chart, s: &Scale) {
          <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n\
          <text x=\"16\" y=\"{:.1}\" text-anchor=\"middle\" \
          transform=\"rotate(-90 16 {:.1})\">{}</text>",
-        (x0 + x1) / 2.0,
+        f64::midpoint(x0, x1),
         HEIGHT - 10.0,
         escape(c.x_label),
-        (y0 + y1) / 2.0,
-        (y0 + y1) / 2.0,
+        f64::midpoint(y0, y1),
+        f64::midpoint(y0, y1),
         escape(c.y_label)
     );
 }

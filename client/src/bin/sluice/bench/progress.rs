@@ -340,10 +340,9 @@ pub fn start(
     recv: Option<Arc<ReceiveStats>>,
 ) -> Progress {
     let mode = match (json, std::io::stderr().is_terminal()) {
-        (true, _) => Mode::Off,
         (false, true) => Mode::Live,
         (false, false) if length > PROGRESS_AFTER => Mode::Lines,
-        (false, false) => Mode::Off,
+        (true, _) | (false, false) => Mode::Off,
     };
     let sources = Sources {
         send,
