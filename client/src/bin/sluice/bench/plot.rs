@@ -211,7 +211,7 @@ fn draw(c: &Chart) -> String {
         );
     }
     for (i, line) in c.lines.iter().enumerate() {
-        series(&mut svg, line, &s, i);
+        series(&mut svg, line, &s, c.lines.len() - i);
     }
     svg.push_str("</svg>\n");
     svg
@@ -257,7 +257,9 @@ fn axes(svg: &mut String, c: &Chart, s: &Scale) {
     );
 }
 
-fn series(svg: &mut String, line: &Line, s: &Scale, index: usize) {
+/// Draws `line` with its legend entry `from_right` places (1 = last) from
+/// the right.
+fn series(svg: &mut String, line: &Line, s: &Scale, from_right: usize) {
     let mut points = String::new();
     for (x, y) in line
         .points
@@ -278,7 +280,7 @@ fn series(svg: &mut String, line: &Line, s: &Scale, index: usize) {
     }
     // The legend sits in the title row, right of the title, off the data.
     #[expect(clippy::cast_precision_loss, reason = "a few series")]
-    let lx = WIDTH - RIGHT - 170.0 * (index as f64 + 1.0);
+    let lx = WIDTH - RIGHT - 170.0 * from_right as f64;
     let ly = 22.0;
     let _ = writeln!(
         svg,
