@@ -86,6 +86,21 @@ impl Default for TopicOptions {
 /// stretch past the 3 s of an ordinary request.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// One step of a long admin operation, for a progress display.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The broker's name, or the name server's address.
+    pub target: String,
+    /// `target` is a name server.
+    pub namesrv: bool,
+    /// Steps done, this one included, of `total`.
+    pub done: usize,
+    pub total: usize,
+    /// Offset resets: queues reset so far, of the read queues the topic's
+    /// route lists.
+    pub queues: Option<(usize, usize)>,
+}
+
 /// Administers a cluster through its name servers.
 pub struct Admin<T: Transport, C: Clock> {
     client: ClientInstance<T, C>,
@@ -256,20 +271,47 @@ impl<T: Transport, C: Clock> Admin<T, C> {
 
     /// Deletes `topic` from every master and every name server.
     pub async fn delete_topic(&self, topic: &str) -> Result<()> {
+        self.delete_topic_with_progress(topic, |_| {}).await
+    }
+
+    /// [`Admin::delete_topic`], calling `on_step` after each broker and
+    /// name server has deleted it.
+    pub async fn delete_topic_with_progress(
+        &self,
+        topic: &str,
+        mut on_step: impl FnMut(&Step),
+    ) -> Result<()> {
         let header = DeleteTopicRequestHeader {
             topic: topic.to_owned(),
         };
-        for (_, addr) in self.masters(&[]).await? {
+        let masters = self.masters(&[]).await?;
+        let namesrvs = &self.client.config().namesrv_addrs;
+        let total = masters.len() + namesrvs.len();
+        for (done, (name, addr)) in masters.iter().enumerate() {
             let request =
                 RemotingCommand::request_with_header(request_code::DELETE_TOPIC_IN_BROKER, &header);
-            self.call(&addr, request).await?;
+            self.call(addr, request).await?;
+            on_step(&Step {
+                target: name.clone(),
+                namesrv: false,
+                done: done + 1,
+                total,
+                queues: None,
+            });
         }
-        for addr in &self.client.config().namesrv_addrs {
+        for (done, addr) in namesrvs.iter().enumerate() {
             let request = RemotingCommand::request_with_header(
                 request_code::DELETE_TOPIC_IN_NAMESRV,
                 &header,
             );
             self.call(addr, request).await?;
+            on_step(&Step {
+                target: addr.clone(),
+                namesrv: true,
+                done: masters.len() + done + 1,
+                total,
+                queues: None,
+            });
         }
         self.client.forget_route(topic);
         Ok(())
@@ -325,6 +367,19 @@ impl<T: Transport, C: Clock> Admin<T, C> {
         topic: &str,
         timestamp_ms: i64,
     ) -> Result<Vec<(MessageQueue, i64)>> {
+        self.reset_offset_by_time_with_progress(group, topic, timestamp_ms, |_| {})
+            .await
+    }
+
+    /// [`Admin::reset_offset_by_time`], calling `on_step` after each broker
+    /// has reset its queues.
+    pub async fn reset_offset_by_time_with_progress(
+        &self,
+        group: &str,
+        topic: &str,
+        timestamp_ms: i64,
+        mut on_step: impl FnMut(&Step),
+    ) -> Result<Vec<(MessageQueue, i64)>> {
         let route = self.client.refresh_route(topic).await?;
         let header = ResetOffsetRequestHeader {
             topic: topic.to_owned(),
@@ -334,11 +389,18 @@ impl<T: Transport, C: Clock> Admin<T, C> {
             queue_id: None,
             offset: None,
         };
+        let masters: Vec<_> = route
+            .broker_datas
+            .iter()
+            .filter_map(|b| b.broker_addrs.get(&0).map(|a| (&b.broker_name, a)))
+            .collect();
+        let queues_total = route
+            .queue_datas
+            .iter()
+            .map(|q| usize::try_from(q.read_queue_nums).unwrap_or(0))
+            .sum();
         let mut out = Vec::new();
-        for broker in &route.broker_datas {
-            let Some(addr) = broker.broker_addrs.get(&0) else {
-                continue;
-            };
+        for (done, (name, addr)) in masters.iter().enumerate() {
             let request = RemotingCommand::request_with_header(
                 request_code::INVOKE_BROKER_TO_RESET_OFFSET,
                 &header,
@@ -347,6 +409,13 @@ impl<T: Transport, C: Clock> Admin<T, C> {
             let body = ResetOffsetBody::parse(&response.body)
                 .map_err(|e| Error::decode("reset offset answer", e))?;
             out.extend(body.offset_table);
+            on_step(&Step {
+                target: (*name).clone(),
+                namesrv: false,
+                done: done + 1,
+                total: masters.len(),
+                queues: Some((out.len(), queues_total)),
+            });
         }
         out.sort();
         Ok(out)

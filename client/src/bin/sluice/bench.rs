@@ -6,16 +6,19 @@
 //!
 //! Submodules: `args` (flags), `load` (producer workers), `pacer` (open-loop
 //! schedule), `receive` (push and pull consumers), `stamp` (send timestamps
-//! in the body), `stats` (histograms and counters), `progress` (the live
-//! line), `report` (summary), `cluster` (clients and topic creation),
-//! `procstat` (CPU and RSS from /proc), and one file per verb.
+//! in the body), `stats` (histograms and counters), `progress` (the
+//! per-second sampler and live display), `report` (summary), `plot` and
+//! `export` (the `--report` charts and page), `cluster` (clients and topic
+//! creation), `procstat` (CPU and RSS from /proc), and one file per verb.
 
 mod args;
 mod cluster;
 mod consume;
 mod e2e;
+mod export;
 mod load;
 mod pacer;
+mod plot;
 mod procstat;
 mod produce;
 mod progress;
@@ -42,13 +45,32 @@ pub enum BenchCmd {
     E2e(E2eArgs),
 }
 
+impl BenchCmd {
+    fn common(&self) -> &args::CommonArgs {
+        match self {
+            Self::Produce(a) => &a.common,
+            Self::Consume(a) => &a.common,
+            Self::E2e(a) => &a.common,
+        }
+    }
+}
+
 /// Runs a benchmark against the cluster at `endpoint`; prints a human
-/// summary, or one JSON object with `json`.
+/// summary, or one JSON object with `json`, then writes the `--report`.
 pub async fn run(cmd: BenchCmd, endpoint: &Endpoint, json: bool) -> anyhow::Result<()> {
-    let summary = match cmd {
+    let report = cmd.common().report.as_deref().map(export::Target::of);
+    let report = report.transpose()?;
+    let (summary, pictures) = match cmd {
         BenchCmd::Produce(a) => produce::run(a, endpoint, json).await?,
         BenchCmd::Consume(a) => consume::run(a, endpoint, json).await?,
         BenchCmd::E2e(a) => e2e::run(a, endpoint, json).await?,
     };
-    summary.print(json)
+    summary.print(json)?;
+    if let Some(target) = report {
+        target.write(&summary, &pictures)?;
+        if !json {
+            eprintln!("report written to {}", target.path.display());
+        }
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@ mod bench;
 mod endpoint;
 mod pending;
 mod signing;
+mod steps;
 mod verbs;
 
 use clap::Parser;
@@ -63,7 +64,7 @@ enum Cmd {
     Group(verbs::GroupCmd),
     /// Consumer offsets.
     #[command(subcommand)]
-    Offset(verbs::OffsetCmd),
+    Offset(steps::OffsetCmd),
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -108,7 +109,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Consume(a) => verbs::consume(a, endpoint, out).await,
             Cmd::Query(a) => verbs::query(a, endpoint, out).await,
             Cmd::Group(c) => verbs::group(c, endpoint, out).await,
-            Cmd::Offset(c) => verbs::offset(c, endpoint, out).await,
+            Cmd::Offset(c) => steps::offset(c, endpoint, out).await,
             Cmd::Bench(b) => bench::run(b, endpoint, cli.json).await,
             Cmd::Acl(c) => acl::acl(c, endpoint, out).await,
         }

@@ -11,7 +11,7 @@ use sluice_client::{
     Admin, ConsumeFrom, LitePullConsumer, Message, MessageExt, Producer, ProducerConfig,
     Subscription, TlsTransport,
 };
-use sluice_core::{Clock, SystemClock};
+use sluice_core::SystemClock;
 
 use crate::endpoint::{client, Endpoint};
 
@@ -163,16 +163,7 @@ async fn topic_inner(
                 &json!({"topic": topic, "queueDatas": queues, "brokerDatas": brokers}),
             );
         }
-        TopicCmd::Delete { topic } => {
-            admin
-                .delete_topic(&topic)
-                .await
-                .with_context(|| format!("deleting topic {topic}"))?;
-            out.print(
-                &format!("deleted topic {topic}\n"),
-                &json!({"topic": topic, "deleted": true}),
-            );
-        }
+        TopicCmd::Delete { topic } => crate::steps::delete_topic(admin, &topic, out).await?,
     }
     Ok(())
 }
@@ -545,55 +536,6 @@ pub async fn group(cmd: GroupCmd, endpoint: &Endpoint, out: Output) -> anyhow::R
     out.print(
         &human,
         &json!({"group": group, "queues": rows, "totalLag": total}),
-    );
-    Ok(())
-}
-
-/// `sluice offset ...`
-#[derive(clap::Subcommand, Debug)]
-pub enum OffsetCmd {
-    /// Move a group's offsets to the first message stored at or after a
-    /// time. Stop the group's consumers first.
-    Reset {
-        /// Consumer group.
-        #[arg(long)]
-        group: String,
-        /// Topic.
-        #[arg(long)]
-        topic: String,
-        /// Milliseconds since the epoch, or `now`.
-        #[arg(long)]
-        timestamp: String,
-    },
-}
-
-/// Runs `sluice offset`.
-pub async fn offset(cmd: OffsetCmd, endpoint: &Endpoint, out: Output) -> anyhow::Result<()> {
-    let OffsetCmd::Reset {
-        group,
-        topic,
-        timestamp,
-    } = cmd;
-    let ms: i64 = if timestamp == "now" {
-        i64::try_from(SystemClock::new().wall_ms()).unwrap_or(i64::MAX)
-    } else {
-        timestamp.parse().with_context(|| {
-            format!("--timestamp `{timestamp}` is not ms since the epoch or `now`")
-        })?
-    };
-    let admin = Admin::new(client(endpoint));
-    let reset = admin.reset_offset_by_time(&group, &topic, ms).await;
-    admin.client().shutdown().await;
-    let reset = reset.with_context(|| format!("resetting {group} on {topic}"))?;
-    let mut human = String::new();
-    let mut rows = Vec::new();
-    for (q, o) in &reset {
-        let _ = writeln!(human, "{}:{}:{} -> {o}", q.topic, q.broker_name, q.queue_id);
-        rows.push(json!({"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id, "offset": o}));
-    }
-    out.print(
-        &human,
-        &json!({"group": group, "timestamp": ms, "queues": rows}),
     );
     Ok(())
 }

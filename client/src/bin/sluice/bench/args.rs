@@ -98,6 +98,10 @@ pub struct CommonArgs {
     /// (read from /proc).
     #[arg(long)]
     pub broker_pid: Option<u32>,
+    /// Also write the run as pictures: FILE.html (charts and summary table)
+    /// or FILE.svg (the latency and throughput charts).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<std::path::PathBuf>,
 }
 
 /// Producer flags (`produce` and `e2e`).

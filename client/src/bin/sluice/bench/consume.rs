@@ -10,6 +10,7 @@ use sluice_core::SystemClock;
 
 use super::args::{ConsumeArgs, Timing};
 use super::cluster;
+use super::export::Pictures;
 use super::progress;
 use super::receive::{Measure, Plan, ReceiveStats, Receivers};
 use super::report::{CpuMark, Setup, Summary};
@@ -20,7 +21,11 @@ use crate::endpoint::Endpoint;
 const TICK: Duration = Duration::from_millis(50);
 
 /// Runs the consume bench.
-pub async fn run(args: ConsumeArgs, endpoint: &Endpoint, json: bool) -> anyhow::Result<Summary> {
+pub async fn run(
+    args: ConsumeArgs,
+    endpoint: &Endpoint,
+    json: bool,
+) -> anyhow::Result<(Summary, Pictures)> {
     let timing = args.common.timing()?;
     args.consumer.validate()?;
     let idle_exit = super::args::seconds("idle-exit", args.idle_exit, true)?;
@@ -58,7 +63,7 @@ pub async fn run(args: ConsumeArgs, endpoint: &Endpoint, json: bool) -> anyhow::
         Some(Arc::clone(&stats)),
     );
     let drained = wait(&stamper, &stats, start, timing, idle_exit).await;
-    drop(live);
+    let trace = live.finish();
     receivers.shutdown().await;
     let elapsed = stamper.now().saturating_sub(start);
     let active = stats
@@ -66,23 +71,32 @@ pub async fn run(args: ConsumeArgs, endpoint: &Endpoint, json: bool) -> anyhow::
         .map_or(timing.duration, |(first, last)| last.saturating_sub(first));
     let received = stats.meter.flow(active.max(Duration::from_millis(1)));
     let cost = cpu.cost(stats.meter.total_msgs(), elapsed);
-    Ok(Summary {
-        setup: Setup {
-            bench: "consume",
-            topic: topic.clone(),
-            queues: queues.len(),
-            consumers: Some(args.consumer.consumers),
-            consumer_kind: Some(args.consumer.kind.as_str()),
-            group: Some(group),
-            duration_s: timing.duration.as_secs_f64(),
-            warmup_s: timing.warmup.as_secs_f64(),
-            ..Setup::default()
-        },
+    let summary = Summary {
+        setup: setup(&args, queues.len(), group, timing),
         received: Some(received),
         drained: Some(drained),
         cost,
         ..Summary::default()
-    })
+    };
+    let pictures = Pictures {
+        trace,
+        ..Pictures::default()
+    };
+    Ok((summary, pictures))
+}
+
+fn setup(args: &ConsumeArgs, queues: usize, group: String, timing: Timing) -> Setup {
+    Setup {
+        bench: "consume",
+        topic: args.common.topic.clone(),
+        queues,
+        consumers: Some(args.consumer.consumers),
+        consumer_kind: Some(args.consumer.kind.as_str()),
+        group: Some(group),
+        duration_s: timing.duration.as_secs_f64(),
+        warmup_s: timing.warmup.as_secs_f64(),
+        ..Setup::default()
+    }
 }
 
 /// Waits for the end of the run, or (with `idle_exit`) until nothing has

@@ -10,10 +10,12 @@ use std::time::Duration;
 use anyhow::{bail, ensure};
 use sluice_core::SystemClock;
 
-use super::args::{E2eArgs, StartFrom, Timing};
+use super::args::{E2eArgs, Load, StartFrom, Timing};
 use super::cluster;
+use super::export::Pictures;
 use super::load::{SendStats, Senders, Window};
 use super::progress;
+use super::progress::Trace;
 use super::receive::{Measure, Plan, ReceiveStats, Receivers};
 use super::report::{Cost, CpuMark, Setup, Summary};
 use super::stamp::{Stamper, STAMP_BYTES};
@@ -26,7 +28,11 @@ const DRAIN_MAX: Duration = Duration::from_secs(3);
 const SETTLE: Duration = Duration::from_millis(300);
 
 /// Runs the end-to-end bench.
-pub async fn run(args: E2eArgs, endpoint: &Endpoint, json: bool) -> anyhow::Result<Summary> {
+pub async fn run(
+    args: E2eArgs,
+    endpoint: &Endpoint,
+    json: bool,
+) -> anyhow::Result<(Summary, Pictures)> {
     let timing = args.common.timing()?;
     let load = args.load.validate()?;
     args.consumer.validate()?;
@@ -74,7 +80,7 @@ pub async fn run(args: E2eArgs, endpoint: &Endpoint, json: bool) -> anyhow::Resu
     let measured = run.measure().await;
     receivers.shutdown().await;
     senders.shutdown().await;
-    let (senders_stats, schedule_missed, cost) = measured?;
+    let (senders_stats, schedule_missed, cost, trace) = measured?;
     let sent = senders_stats.meter.flow(timing.duration);
     if sent.msgs == 0 && sent.errors > 0 {
         bail!(
@@ -86,23 +92,13 @@ pub async fn run(args: E2eArgs, endpoint: &Endpoint, json: bool) -> anyhow::Resu
     let received = recv.meter.flow(timing.duration);
     let missing = i64::try_from(sent.msgs).unwrap_or(i64::MAX)
         - i64::try_from(received.msgs).unwrap_or(i64::MAX);
-    Ok(Summary {
-        setup: Setup {
-            bench: "e2e",
-            topic: topic.clone(),
-            queues: queues.len(),
-            mode: Some(load.mode.as_str()),
-            size_bytes: Some(load.size_bytes),
-            batch: Some(load.batch),
-            window: Some(load.window),
-            producers: Some(load.producers),
-            rate_msgs_per_s: load.rate_msgs_per_s,
-            consumers: Some(args.consumer.consumers),
-            consumer_kind: Some(args.consumer.kind.as_str()),
-            group: Some(group),
-            duration_s: timing.duration.as_secs_f64(),
-            warmup_s: timing.warmup.as_secs_f64(),
-        },
+    let pictures = Pictures {
+        trace,
+        send_curve: Some(senders_stats.latency.curve()),
+        e2e_curve: Some(recv.e2e.curve()),
+    };
+    let summary = Summary {
+        setup: setup(&args, &load, queues.len(), group, timing),
         sent: Some(sent),
         send_latency_us: Some(senders_stats.latency.summary()),
         schedule_lag_us: load.requests_per_s.map(|_| senders_stats.lag.summary()),
@@ -113,7 +109,27 @@ pub async fn run(args: E2eArgs, endpoint: &Endpoint, json: bool) -> anyhow::Resu
         missing_msgs: Some(missing),
         cost,
         ..Summary::default()
-    })
+    };
+    Ok((summary, pictures))
+}
+
+fn setup(args: &E2eArgs, load: &Load, queues: usize, group: String, timing: Timing) -> Setup {
+    Setup {
+        bench: "e2e",
+        topic: args.common.topic.clone(),
+        queues,
+        mode: Some(load.mode.as_str()),
+        size_bytes: Some(load.size_bytes),
+        batch: Some(load.batch),
+        window: Some(load.window),
+        producers: Some(load.producers),
+        rate_msgs_per_s: load.rate_msgs_per_s,
+        consumers: Some(args.consumer.consumers),
+        consumer_kind: Some(args.consumer.kind.as_str()),
+        group: Some(group),
+        duration_s: timing.duration.as_secs_f64(),
+        warmup_s: timing.warmup.as_secs_f64(),
+    }
 }
 
 /// The measured part of a run, with consumers already reading.
@@ -129,8 +145,8 @@ struct Run<'a> {
 impl Run<'_> {
     /// Sends for the run's window, then gives the consumers up to
     /// [`DRAIN_MAX`] to catch up; returns the send stats, the open-loop
-    /// slots never started and the CPU cost.
-    async fn measure(&self) -> anyhow::Result<(Arc<SendStats>, Option<u64>, Cost)> {
+    /// slots never started, the CPU cost and the per-second samples.
+    async fn measure(&self) -> anyhow::Result<(Arc<SendStats>, Option<u64>, Cost, Trace)> {
         tokio::time::sleep(SETTLE).await;
         let send = Arc::new(SendStats::new()?);
         let start = self.stamper.now();
@@ -154,7 +170,7 @@ impl Run<'_> {
         while self.recv.meter.msgs() < send.meter.msgs() && self.stamper.now() < drain_end {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        drop(live);
+        let trace = live.finish();
         let elapsed = self.stamper.now().saturating_sub(start);
         let cost = cpu.cost(send.meter.total_msgs(), elapsed);
         let requests = send.meter.flow(self.timing.duration);
@@ -162,6 +178,6 @@ impl Run<'_> {
             s.slots_between(window.measure_from)
                 .saturating_sub(requests.requests + requests.errors)
         });
-        Ok((send, missed, cost))
+        Ok((send, missed, cost, trace))
     }
 }

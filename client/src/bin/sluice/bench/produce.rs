@@ -11,6 +11,7 @@ use sluice_client::MessageQueue;
 
 use super::args::{Load, ProduceArgs, SendMode, Timing};
 use super::cluster;
+use super::export::Pictures;
 use super::load::{SendStats, Senders, Window};
 use super::progress;
 use super::report::{CpuMark, Setup, Summary, Syncs};
@@ -21,7 +22,11 @@ use crate::endpoint::Endpoint;
 const SETTLE_MAX: Duration = Duration::from_secs(2);
 
 /// Runs the produce bench.
-pub async fn run(args: ProduceArgs, endpoint: &Endpoint, json: bool) -> anyhow::Result<Summary> {
+pub async fn run(
+    args: ProduceArgs,
+    endpoint: &Endpoint,
+    json: bool,
+) -> anyhow::Result<(Summary, Pictures)> {
     let timing = args.common.timing()?;
     let load = args.load.validate()?;
     let stamper = Stamper::new();
@@ -42,7 +47,7 @@ async fn measure(
     stamper: &Stamper,
     timing: Timing,
     json: bool,
-) -> anyhow::Result<Summary> {
+) -> anyhow::Result<(Summary, Pictures)> {
     let client = senders
         .client()
         .ok_or_else(|| anyhow::anyhow!("no producer"))?;
@@ -67,7 +72,7 @@ async fn measure(
     // then per message over the whole run.
     let cpu = CpuMark::now(args.common.broker_pid);
     let schedule = senders.run(window, stamper, &stats).await?;
-    drop(live);
+    let trace = live.finish();
     let total = stats.meter.total_msgs();
     let cost = cpu.cost(total, timing.warmup + timing.duration);
     let settle = if load.mode == SendMode::Oneway {
@@ -97,21 +102,13 @@ async fn measure(
         let due = s.slots_between(window.measure_from);
         due.saturating_sub(sent.requests + sent.errors)
     });
-    Ok(Summary {
-        setup: Setup {
-            bench: "produce",
-            topic: args.common.topic.clone(),
-            queues: queues.len(),
-            mode: Some(load.mode.as_str()),
-            size_bytes: Some(load.size_bytes),
-            batch: Some(load.batch),
-            window: Some(load.window),
-            producers: Some(load.producers),
-            rate_msgs_per_s: load.rate_msgs_per_s,
-            duration_s: timing.duration.as_secs_f64(),
-            warmup_s: timing.warmup.as_secs_f64(),
-            ..Setup::default()
-        },
+    let pictures = Pictures {
+        trace,
+        send_curve: Some(stats.latency.curve()),
+        e2e_curve: None,
+    };
+    let summary = Summary {
+        setup: setup(args, load, queues.len(), timing),
         sent: Some(sent),
         send_latency_us: Some(stats.latency.summary()),
         schedule_lag_us: load.requests_per_s.map(|_| stats.lag.summary()),
@@ -120,5 +117,23 @@ async fn measure(
         syncs,
         cost,
         ..Summary::default()
-    })
+    };
+    Ok((summary, pictures))
+}
+
+fn setup(args: &ProduceArgs, load: &Load, queues: usize, timing: Timing) -> Setup {
+    Setup {
+        bench: "produce",
+        topic: args.common.topic.clone(),
+        queues,
+        mode: Some(load.mode.as_str()),
+        size_bytes: Some(load.size_bytes),
+        batch: Some(load.batch),
+        window: Some(load.window),
+        producers: Some(load.producers),
+        rate_msgs_per_s: load.rate_msgs_per_s,
+        duration_s: timing.duration.as_secs_f64(),
+        warmup_s: timing.warmup.as_secs_f64(),
+        ..Setup::default()
+    }
 }

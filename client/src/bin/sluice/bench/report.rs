@@ -190,7 +190,7 @@ impl Summary {
         Ok(())
     }
 
-    fn human(&self) -> Vec<String> {
+    pub(super) fn human(&self) -> Vec<String> {
         let s = &self.setup;
         let mut out = vec![format!(
             "sluice bench {} · topic {} ({} queues) · {:.1} s measured after {:.1} s warm-up",

@@ -43,6 +43,43 @@ impl Recorder {
     pub fn summary(&self) -> Percentiles {
         Percentiles::of(&self.lock())
     }
+
+    /// The latency curve so far; see [`curve`].
+    pub fn curve(&self) -> Vec<(f64, f64)> {
+        curve(&self.lock())
+    }
+}
+
+/// Most nines a latency curve reaches (99.9999 %).
+const NINES_MAX: u32 = 6;
+/// Points per nine of a latency curve.
+const STEPS_PER_NINE: u32 = 20;
+
+/// Latency in microseconds against percentile on a "nines" scale: points
+/// `(x, µs)` with `x = -log10(1 - q)`, so 0 is the minimum, 1 is p90, 2 is
+/// p99 and so on, up to the nines the sample count resolves (at least one,
+/// at most [`NINES_MAX`]); the last point is the maximum. Empty for an
+/// empty histogram.
+fn curve(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut top = 1;
+    while top < NINES_MAX && 10_u64.pow(top) < h.len() {
+        top += 1;
+    }
+    let steps = top * STEPS_PER_NINE;
+    (0..=steps)
+        .map(|i| {
+            let x = f64::from(i) / f64::from(STEPS_PER_NINE);
+            let q = if i == steps {
+                1.0
+            } else {
+                1.0 - 10_f64.powf(-x)
+            };
+            (x, us(h.value_at_quantile(q)))
+        })
+        .collect()
 }
 
 /// A latency distribution in microseconds.
@@ -105,6 +142,19 @@ pub fn fmt_us(us: f64) -> String {
         format!("{:.2} ms", us / 1_000.0)
     } else {
         format!("{:.2} s", us / 1_000_000.0)
+    }
+}
+
+/// `950`, `12.3k`, `4.56M` (messages per second on a live line or an axis).
+pub fn fmt_rate(r: f64) -> String {
+    if !r.is_finite() {
+        "?".to_owned()
+    } else if r.abs() < 999.5 {
+        format!("{r:.0}")
+    } else if r.abs() < 999_950.0 {
+        format!("{:.1}k", r / 1_000.0)
+    } else {
+        format!("{:.2}M", r / 1_000_000.0)
     }
 }
 
@@ -208,6 +258,36 @@ mod tests {
         assert!(p.min <= p.p50 && p.p50 <= p.p99 && p.p99 <= p.p999 && p.p999 <= p.max);
         // An hour clamps to the 60 s bound.
         assert!(p.max <= 60.1e6, "{p:?}");
+    }
+
+    #[test]
+    fn curve_runs_from_min_to_max_over_the_resolved_nines() {
+        let r = Recorder::new().expect("histogram");
+        assert!(r.curve().is_empty());
+        for i in 1..=1000_u64 {
+            r.record(Duration::from_micros(i));
+        }
+        let c = r.curve();
+        // 1,000 samples resolve three nines (p99.9), 20 points per nine.
+        assert_eq!(c.len(), 61);
+        assert_eq!(c[0], (0.0, 1.0));
+        let (x_last, max) = c[c.len() - 1];
+        assert!(
+            (x_last - 3.0).abs() < 1e-9 && (max - 1000.0).abs() < 1.0,
+            "{c:?}"
+        );
+        // p90 sits at x = 1.
+        assert!((c[20].1 - 900.0).abs() < 2.0, "{c:?}");
+        assert!(c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+    }
+
+    #[test]
+    fn rates_are_compact() {
+        assert_eq!(fmt_rate(950.0), "950");
+        assert_eq!(fmt_rate(999.7), "1.0k");
+        assert_eq!(fmt_rate(12_345.0), "12.3k");
+        assert_eq!(fmt_rate(4_560_000.0), "4.56M");
+        assert_eq!(fmt_rate(f64::NAN), "?");
     }
 
     #[test]
