@@ -29,6 +29,7 @@
 //! metrics_listen = "127.0.0.1:5557" # HTTP: /metrics and the dashboard (absent: off;
 //!                                   # standalone serves 127.0.0.1:5557 unless "off")
 //! metrics_series_cap = 5000         # label sets per metric family; past it, `other`
+//! stats = true                      # false: record nothing on the hot path (to measure its cost)
 //!
 //! # TLS on every port this broker serves (absent: plain), and on its own
 //! # dials (name servers, master, controllers) when `ca` or `insecure` is set.
@@ -260,6 +261,8 @@ pub struct BrokerFile {
     pub metrics_listen: Option<String>,
     /// Label sets per labelled metric family.
     pub metrics_series_cap: Option<usize>,
+    /// Record figures on the hot path (false: only to measure the cost).
+    pub stats: Option<bool>,
 }
 
 impl BrokerFile {
@@ -387,6 +390,9 @@ impl BrokerFile {
         c.metrics_listen = self.metrics_listen.filter(|l| l != "off");
         if let Some(v) = self.metrics_series_cap {
             c.metrics_series_cap = v.max(1);
+        }
+        if let Some(v) = self.stats {
+            c.stats = v;
         }
         let data_dir = self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned());
         Ok((c, data_dir))

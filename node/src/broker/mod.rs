@@ -147,7 +147,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .parse()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let broker = Arc::new(Self {
-            stats: handlers::stats(&store, config.metrics_series_cap),
+            stats: handlers::stats(&store, &config),
             connections: std::sync::Mutex::default(),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,

@@ -48,7 +48,11 @@ pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C
         },
     };
     let guarded = broker.config().acl.is_some();
-    let routes = Routes::observed("broker", broker, &table(), observer);
+    let routes = if broker.stats().is_recording() {
+        Routes::observed("broker", broker, &table(), observer)
+    } else {
+        Routes::new("broker", broker, &table())
+    };
     if !guarded {
         return routes;
     }
@@ -65,9 +69,13 @@ pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C
 
 /// Stats timing every code the broker serves, reading the store's
 /// figures from `store`, each labelled family admitting `cap` label sets.
-pub(super) fn stats<D: Disk, C: Clock>(store: &MessageStore<D, C>, cap: usize) -> BrokerStats {
+pub(super) fn stats<D: Disk, C: Clock>(
+    store: &MessageStore<D, C>,
+    config: &super::BrokerConfig,
+) -> BrokerStats {
     let codes = table::<D, C>().into_iter().map(|(code, _)| code);
-    BrokerStats::with_cap(codes, Arc::clone(store.commit_log().stats()), cap)
+    let store = Arc::clone(store.commit_log().stats());
+    BrokerStats::with_cap(codes, store, config.metrics_series_cap).recording(config.stats)
 }
 
 /// Every request code the broker serves, each routed to its handler once.

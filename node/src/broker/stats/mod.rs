@@ -52,6 +52,11 @@ pub struct BrokerStats {
     /// How late each timer message was delivered (never early).
     timer_lateness_us: LatencyHistogram,
     store: Arc<StoreStats>,
+    /// False: the hot path records nothing (`stats = false`, to measure
+    /// what recording costs); the figures stay 0.
+    recording: bool,
+    /// What [`BrokerStats::topic_in`] hands out when not recording.
+    sink: Arc<Traffic>,
 }
 
 /// A `(topic, group)`'s pulls: traffic, and per queue the offset after
@@ -107,19 +112,40 @@ impl BrokerStats {
             dlq: Series::new(cap),
             timer_lateness_us: LatencyHistogram::default(),
             store,
+            recording: true,
+            sink: Arc::default(),
         }
+    }
+
+    /// These stats recording nothing on the hot path when `recording` is
+    /// false.
+    #[must_use]
+    pub fn recording(mut self, recording: bool) -> Self {
+        self.recording = recording;
+        self
+    }
+
+    /// Whether the hot path records (see [`BrokerStats::recording`]).
+    pub fn is_recording(&self) -> bool {
+        self.recording
     }
 
     /// The figures of messages stored in `topic`: taken before the put
     /// (whose message may be diverted to a timer or schedule topic) and
     /// given to [`BrokerStats::message_in`] after it.
     pub fn topic_in(&self, topic: &str) -> Arc<Traffic> {
+        if !self.recording {
+            return Arc::clone(&self.sink);
+        }
         self.topic_in.get(topic)
     }
 
     /// One message stored for a producer in the topic of `to`, `bytes`
     /// as stored.
     pub fn message_in(&self, to: &Traffic, bytes: u64) {
+        if !self.recording {
+            return;
+        }
         self.messages_in_total.fetch_add(1, Ordering::Relaxed);
         self.bytes_in_total.fetch_add(bytes, Ordering::Relaxed);
         to.add(1, bytes);
@@ -135,6 +161,9 @@ impl BrokerStats {
         next: i64,
         (messages, bytes): (u64, u64),
     ) {
+        if !self.recording {
+            return;
+        }
         self.messages_out_total
             .fetch_add(messages, Ordering::Relaxed);
         self.bytes_out_total.fetch_add(bytes, Ordering::Relaxed);
@@ -148,6 +177,9 @@ impl BrokerStats {
 
     /// One message of `bytes` stored in `group`'s `%DLQ%` topic.
     pub fn sent_to_dlq(&self, group: &str, bytes: u64) {
+        if !self.recording {
+            return;
+        }
         self.send_to_dlq_messages_total
             .fetch_add(1, Ordering::Relaxed);
         self.dlq.get(group).add(1, bytes);
@@ -155,6 +187,9 @@ impl BrokerStats {
 
     /// One timer message delivered `late` after its due time.
     pub fn timer_delivered(&self, late: Duration) {
+        if !self.recording {
+            return;
+        }
         self.timer_lateness_us.record(late);
     }
 
@@ -438,6 +473,20 @@ mod tests {
             vec![("A".to_owned(), 1, 1), (OTHER_LABEL.to_owned(), 2, 5)]
         );
         assert_eq!(snap.series_dropped_total, 2);
+    }
+
+    #[test]
+    fn stats_not_recording_stay_zero() {
+        let s = stats().recording(false);
+        s.message_in(&s.topic_in("T"), 100);
+        s.messages_out("T", "g", 0, 3, (3, 400));
+        s.sent_to_dlq("g", 70);
+        s.timer_delivered(Duration::from_millis(5));
+        let snap = s.snapshot();
+        assert_eq!(snap.messages_in_total + snap.messages_out_total, 0);
+        assert!(snap.topics_in.is_empty() && snap.groups_out.is_empty() && snap.dlq.is_empty());
+        assert_eq!(snap.timer_lateness_us.count, 0);
+        assert!(stats().is_recording());
     }
 
     #[test]
