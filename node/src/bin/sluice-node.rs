@@ -397,8 +397,7 @@ async fn run_broker(
     let broker = Broker::open(disk, SystemClock::new(), config).await?;
     if let Some(listen) = broker.config().metrics_listen.clone() {
         let router = sluice_node::http::metrics_router(Arc::clone(&broker));
-        let (addr, _task) = sluice_node::http::serve(&listen, router, wait(stop.clone())).await?;
-        println!("sluice http listening on http://{addr}/");
+        serve_http(&listen, router, wait(stop.clone())).await?;
     }
     let registered = Arc::clone(&broker);
     broker
@@ -418,6 +417,29 @@ async fn run_broker(
             });
         })
         .await?;
+    Ok(())
+}
+
+/// Binds `listen` and serves `router` (`/metrics`, the dashboard) until
+/// `shutdown`, after printing the line scripts wait for.
+async fn serve_http(
+    listen: &str,
+    router: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    println!(
+        "sluice http listening on http://{}/",
+        listener.local_addr()?
+    );
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "HTTP port stopped");
+        }
+    });
     Ok(())
 }
 

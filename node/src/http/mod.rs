@@ -1,13 +1,11 @@
 //! The node's HTTP port (`metrics_listen`): Prometheus `/metrics`, the
 //! live chart's `/api/stats`, and the dashboard under `/` (merged in by
-//! the binary). Production only: it binds a tokio listener directly and
-//! reads the broker's figures in process; nothing here runs in the
-//! simulation.
+//! the binary). This module builds the routes over a broker; the binary
+//! binds the listener (only `node/src/bin` chooses real IO). Nothing here
+//! runs in the simulation.
 
 pub mod exposition;
 
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -55,24 +53,4 @@ async fn scrape<D: Disk, C: Clock>(State(m): State<Arc<Metrics<D, C>>>) -> impl 
 async fn stats_json<D: Disk, C: Clock>(State(m): State<Arc<Metrics<D, C>>>) -> impl IntoResponse {
     let json = serde_json::to_string(&m.broker.figures(m.cap)).unwrap_or_else(|_| "{}".into());
     ([(header::CONTENT_TYPE, "application/json")], json)
-}
-
-/// Binds `listen` and serves `router` until `shutdown`; returns the bound
-/// address and the serving task.
-pub async fn serve(
-    listen: &str,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    let addr = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "HTTP port stopped");
-        }
-    });
-    Ok((addr, task))
 }
