@@ -150,6 +150,10 @@ async fn runtime_info_serialises_the_snapshot_under_rocketmq_keys() {
     let json: serde_json::Value = serde_json::from_str(&get("sluiceStats")).expect("json");
     assert_eq!(json["messages_in_total"], MESSAGES);
     assert_eq!(json["bytes_out_total"], stored_bytes);
+    assert_eq!(json["topics_in"][0][0], TOPIC);
+    assert_eq!(json["topics_in"][0][1], MESSAGES);
+    let retained = json["gauges"]["storage_size_bytes"].as_u64();
+    assert!(retained >= Some(stored_bytes), "{retained:?}");
     // The keys written before the stats existed are all still there.
     for key in [
         "brokerVersionDesc",

@@ -85,6 +85,9 @@ pub struct BrokerTuning {
     /// Mutant: ConsumeQueues rebuilt from the CommitLog point each entry
     /// at the record of the offset before.
     pub mutant_shifted_rebuild: bool,
+    /// Mutant: the broker records no stats (`stats = false`), so its
+    /// figures undercount what clients saw.
+    pub mutant_no_stats: bool,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -697,6 +700,13 @@ impl Plan {
     #[must_use]
     pub fn with_shifted_rebuild(mut self) -> Self {
         self.tuning.mutant_shifted_rebuild = true;
+        self
+    }
+
+    /// The same plan with a broker that records no stats (a mutant).
+    #[must_use]
+    pub fn without_stats(mut self) -> Self {
+        self.tuning.mutant_no_stats = true;
         self
     }
 

@@ -180,6 +180,7 @@ pub fn add_broker_host_after(
         // turmoil reports a listener bound to 0.0.0.0 as 0.0.0.0, so the
         // broker is told the address to register (and clients to dial).
         config.advertised_addr = Some(broker_addr(name.as_str()));
+        let name = name.clone();
         async move {
             tokio::time::sleep(wait).await;
             loop {
@@ -190,6 +191,7 @@ pub fn add_broker_host_after(
                 )
                 .await;
                 if let Ok(broker) = opened {
+                    crate::stats_check::register(&name, &broker);
                     broker
                         .serve(TurmoilTransport, std::future::pending(), |_| {})
                         .await?;

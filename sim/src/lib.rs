@@ -44,6 +44,7 @@ mod replica_group;
 pub mod routes;
 pub mod run;
 pub mod seeds;
+pub mod stats_check;
 pub mod sweep;
 pub mod transactions;
 pub mod workload;

@@ -200,6 +200,16 @@ pub enum Violation {
         /// The repeat: member and simulated ms.
         again: (u32, u64),
     },
+    /// The broker's stats disagree with the history: it counted fewer
+    /// messages stored or returned than clients saw acknowledged or read.
+    StatsUndercount {
+        /// `messages_in_total` or `messages_out_total`.
+        figure: &'static str,
+        /// What the broker counted.
+        counted: u64,
+        /// What the history proves at least.
+        seen: u64,
+    },
 }
 
 impl fmt::Display for Violation {

@@ -152,9 +152,13 @@ pub fn run_plan(
     disk.set_full(false);
     liveness_phase(&mut sim, plan, replicas.len(), &history)?;
     let end_ms = now_ms(&sim);
+    let figures = crate::stats_check::take_figures();
     drop(sim);
     let entries = history.entries();
-    let verdict = judge(plan, oracle, &entries, &disk, &replicas, &config)?;
+    let mut verdict = judge(plan, oracle, &entries, &disk, &replicas, &config)?;
+    verdict
+        .violations
+        .extend(crate::stats_check::violations(plan, &entries, &figures));
     let report = RunReport {
         plan: plan.clone(),
         trace_hash: trace_hash(&entries, end_ms),
@@ -264,6 +268,7 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
         tiny_files(&mut config.store);
     }
     config.store.mutant_shifted_rebuild = plan.tuning.mutant_shifted_rebuild;
+    config.stats = !plan.tuning.mutant_no_stats;
     if plan.workload.deferral == Deferral::Transactions {
         config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
         config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;

@@ -15,6 +15,9 @@
 //!   RocketMQ 4.x trusts 8 bytes on its HA port) skips the truncation of a
 //!   replica's divergent tail: after a master power loss with `ASYNC_FLUSH`,
 //!   the logs must be caught disagreeing.
+//! - A broker that records no stats must be caught undercounting the
+//!   messages clients saw acknowledged and read (its figures are what
+//!   `/metrics` exports).
 
 use scenarios::Plan;
 use sim::oracle::replicas::ReplicaViolation;
@@ -158,5 +161,25 @@ fn the_unbroken_group_loses_nothing_on_the_same_failovers() {
         ),
         None,
         "a SYNC-replicated group lost an acknowledged message in a failover"
+    );
+}
+
+#[test]
+fn oracle_catches_a_broker_whose_stats_undercount() {
+    let undercounts = |plan: Plan| {
+        run_verdict(&plan, FlushMode::Async)
+            .expect("simulation runs")
+            .violations
+            .into_iter()
+            .filter(|v| matches!(v, Violation::StatsUndercount { .. }))
+            .count()
+    };
+    // No broker crash: one incarnation served every send and read.
+    let plan = |seed| Plan::long_poll_partition(seed);
+    assert_eq!(undercounts(plan(3)), 0, "a counting broker passes");
+    assert_eq!(
+        undercounts(plan(3).without_stats()),
+        2,
+        "messages in and out both undercounted"
     );
 }
