@@ -30,6 +30,8 @@
 //!                                   # standalone serves 127.0.0.1:5557 unless "off")
 //! metrics_series_cap = 5000         # label sets per metric family; past it, `other`
 //! stats = true                      # false: record nothing on the hot path (to measure its cost)
+//! dedupe_window_ms = 600000         # a retried send (same UNIQ_KEY) stored this recently is not
+//! dedupe_window_keys = 100000       # stored again; at most this many keys (0: no dedupe)
 //!
 //! # TLS on every port this broker serves (absent: plain), and on its own
 //! # dials (name servers, master, controllers) when `ca` or `insecure` is set.
@@ -249,6 +251,10 @@ pub struct BrokerFile {
     pub auto_create_subscription_group: Option<bool>,
     /// Timer-wheel slot width.
     pub timer_precision_ms: Option<u64>,
+    /// Dedupe window of retried sends, in time (0: off).
+    pub dedupe_window_ms: Option<u64>,
+    /// Dedupe window of retried sends, in keys (0: off).
+    pub dedupe_window_keys: Option<usize>,
     /// Farthest ahead a timer message may be due.
     pub timer_max_delay_ms: Option<u64>,
     /// Timer log file size.
@@ -304,6 +310,7 @@ impl BrokerFile {
     pub fn into_config(self) -> Result<(BrokerConfig, String)> {
         let mut c = BrokerConfig::default();
         self.apply_transactions(&mut c)?;
+        self.apply_observe_and_dedupe(&mut c);
         if let Some(v) = self.cluster_name {
             c.cluster_name = v;
         }
@@ -387,15 +394,27 @@ impl BrokerFile {
             c.replication = Some(r.into_config()?);
         }
         apply_acl(self.acl, &mut c)?;
-        c.metrics_listen = self.metrics_listen.filter(|l| l != "off");
+        let data_dir = self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned());
+        Ok((c, data_dir))
+    }
+}
+
+impl BrokerFile {
+    /// The HTTP/metrics, stats and dedupe settings onto `c`.
+    fn apply_observe_and_dedupe(&self, c: &mut BrokerConfig) {
+        c.metrics_listen = self.metrics_listen.clone().filter(|l| l != "off");
         if let Some(v) = self.metrics_series_cap {
             c.metrics_series_cap = v.max(1);
         }
         if let Some(v) = self.stats {
             c.stats = v;
         }
-        let data_dir = self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned());
-        Ok((c, data_dir))
+        if let Some(v) = self.dedupe_window_ms {
+            c.dedupe_window_ms = v;
+        }
+        if let Some(v) = self.dedupe_window_keys {
+            c.dedupe_window_keys = v;
+        }
     }
 }
 
@@ -445,6 +464,23 @@ mod tests {
         assert!(err.to_string().contains("[tls]"), "{err}");
         let plain = BrokerFile::default().transport().expect("no table: plain");
         assert_eq!(plain.mode(), sluice_net::TlsMode::Disabled);
+    }
+
+    #[test]
+    fn dedupe_window_is_on_by_default_and_set_or_disabled_by_the_file() {
+        let (c, _) = BrokerFile::parse("")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert_eq!(
+            (c.dedupe_window_ms, c.dedupe_window_keys),
+            (600_000, 100_000)
+        );
+        let (c, _) = BrokerFile::parse("dedupe_window_ms = 0\ndedupe_window_keys = 7")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert_eq!((c.dedupe_window_ms, c.dedupe_window_keys), (0, 7));
     }
 
     #[test]

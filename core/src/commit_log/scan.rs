@@ -56,7 +56,7 @@ pub(crate) fn step_fresh_or_io<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Re
     }
 }
 
-fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) -> Step {
+pub(crate) fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) -> Step {
     step_in(
         |at, len| chain.read(at, len).ok(),
         chain.segment_bytes(),

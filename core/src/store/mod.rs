@@ -11,6 +11,7 @@ mod dispatch;
 mod get;
 mod recovery;
 mod retention;
+mod tail;
 
 pub use config::{FlushMode, StoreConfig};
 pub use dispatch::ArrivalListener;

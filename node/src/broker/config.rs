@@ -114,6 +114,16 @@ pub struct BrokerConfig {
     /// Record figures on the hot path (`false` only to measure what
     /// recording costs: every counter and histogram stays 0).
     pub stats: bool,
+    /// How long a stored `UNIQ_KEY` answers a retried send with the
+    /// original's position instead of storing it again (0: no dedupe);
+    /// see `broker::dedupe` and docs/dedupe.md.
+    pub dedupe_window_ms: u64,
+    /// At most this many keys in the dedupe window (the broker's, over all
+    /// topics; oldest dropped first); 0: no dedupe.
+    pub dedupe_window_keys: usize,
+    /// The simulation's mutant, never set in production: the dedupe window
+    /// is not rebuilt from the CommitLog on open or promotion.
+    pub mutant_dedupe_not_rebuilt: bool,
 }
 
 impl Default for BrokerConfig {
@@ -159,6 +169,9 @@ impl Default for BrokerConfig {
             metrics_listen: None,
             metrics_series_cap: super::stats::DEFAULT_SERIES_CAP,
             stats: true,
+            dedupe_window_ms: 600_000,
+            dedupe_window_keys: 100_000,
+            mutant_dedupe_not_rebuilt: false,
         }
     }
 }

@@ -7,6 +7,7 @@
 
 mod clients;
 mod config;
+pub mod dedupe;
 mod delay_levels;
 pub mod filter;
 mod groups;
@@ -82,6 +83,7 @@ pub struct Broker<D: Disk, C: Clock> {
     transactions: Transactions,
     ha: Option<Replication>,
     stats: BrokerStats,
+    dedupe: dedupe::DedupeWindow,
     /// The serving ports' connection counts, set by `serve`.
     connections: std::sync::Mutex<Vec<sluice_net::LiveConnections>>,
 }
@@ -148,6 +150,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let broker = Arc::new(Self {
             stats: handlers::stats(&store, &config),
+            dedupe: dedupe::DedupeWindow::new(config.dedupe_window_ms, config.dedupe_window_keys),
             connections: std::sync::Mutex::default(),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
@@ -178,18 +181,46 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         broker
             .topics
             .ensure(&reply, 1, PERM_READ | PERM_WRITE, broker.now_ms());
-        if let Some(ha) = broker.replication() {
-            let me = Arc::downgrade(&broker);
-            broker.store.set_append_listener(Arc::new(move |end| {
-                if let Some(b) = me.upgrade() {
-                    if let Some(ha) = b.replication() {
-                        ha.note_written(end);
-                    }
-                }
-            }));
-            ha.note_written(broker.store.commit_log().written());
-        }
+        broker.opened();
         Ok(broker)
+    }
+
+    /// After open: a replicated broker tells replication of every append;
+    /// a lone broker rebuilds its dedupe window now (a replicated one when
+    /// it becomes master).
+    fn opened(self: &Arc<Self>) {
+        let Some(ha) = self.replication() else {
+            self.rebuild_dedupe();
+            return;
+        };
+        let me = Arc::downgrade(self);
+        self.store.set_append_listener(Arc::new(move |end| {
+            if let Some(b) = me.upgrade() {
+                if let Some(ha) = b.replication() {
+                    ha.note_written(end);
+                }
+            }
+        }));
+        ha.note_written(self.store.commit_log().written());
+    }
+
+    /// Refills the dedupe window from the CommitLog's records stored within
+    /// it, in log order (see `dedupe`).
+    fn rebuild_dedupe(&self) {
+        if !self.dedupe.enabled() || self.config.mutant_dedupe_not_rebuilt {
+            return;
+        }
+        let now = self.now_ms();
+        self.dedupe.clear();
+        let since = self.dedupe.since_ms(now);
+        self.store
+            .visit_recent(since, |r| self.dedupe.recovered(r, now));
+        tracing::info!(keys = self.dedupe.len(), "dedupe window rebuilt");
+    }
+
+    /// The dedupe window of retried sends.
+    pub fn dedupe(&self) -> &dedupe::DedupeWindow {
+        &self.dedupe
     }
 
     /// The configuration in force.
@@ -242,6 +273,10 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let Some(ha) = &self.ha else {
             return Ok(());
         };
+        // Its log holds what the old master stored (and answered, or not):
+        // a retry that crosses the failover is still recognised. Rebuilt
+        // before the store takes writes, so no send races the rebuild.
+        self.rebuild_dedupe();
         let start = self.store.become_writer().await?.get();
         let mut epochs = ha.epochs();
         epochs
@@ -272,6 +307,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             return;
         };
         self.store.become_follower();
+        // Its window may name records the new master never got.
+        self.dedupe.clear();
         ha.set_role(Role::Replica { master_ha });
         self.registration.topics_changed.notify_one();
     }

@@ -18,6 +18,7 @@ mod reply;
 mod reset;
 mod send;
 mod send_back;
+mod send_dedupe;
 mod send_half;
 
 use std::sync::Arc;

@@ -17,6 +17,8 @@ use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
 use tokio::sync::SemaphorePermit;
 
+use super::send_dedupe::{self, Claimed, Once};
+use crate::broker::dedupe::Original;
 use crate::broker::response::replica_ack_response;
 use crate::broker::{Broker, PERM_READ, PERM_WRITE};
 use crate::dispatch::{Refusal, Reply};
@@ -77,7 +79,10 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             body: req.body.clone(),
             ..template
         };
-        send_one(b, msg, parsed.as_mut(), to_dlq, wait).await?
+        match send_dedupe::claim(b, &msg.topic, uniq_key.as_deref(), to_dlq).await? {
+            Once::Duplicate(original) => send_dedupe::answer(b, &original, wait).await,
+            Once::Store(claim) => send_one(b, msg, parsed.as_mut(), to_dlq, wait, claim).await?,
+        }
     };
     // Apache's 5.x broker names the message's UNIQ_KEY (a batch's own key)
     // as `transactionId` in every answer to a stored send. `batchUniqId` is
@@ -211,13 +216,15 @@ fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, Ref
 
 /// Stores one message, first diverting it to the timer or schedule topic
 /// when it asks for a delivery time or a delay and has `props` (its parsed
-/// properties) — unless it is a dead letter (`to_dlq`), never delayed.
+/// properties) — unless it is a dead letter (`to_dlq`), never delayed —
+/// and recording it in the dedupe window under `claim` once stored.
 async fn send_one<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     mut msg: MessageInput,
     props: Option<&mut Properties>,
     to_dlq: bool,
     wait: bool,
+    claim: Option<Claimed<'_>>,
 ) -> Reply {
     let queue_id = msg.queue_id;
     let traffic = b.stats().topic_in(&msg.topic);
@@ -248,6 +255,16 @@ async fn send_one<D: Disk, C: Clock>(
     }
     let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
     let q = a.queue_offset.to_wire();
+    if let Some(claim) = claim {
+        let end = a.end().get();
+        let original = Original {
+            msg_id: id.clone(),
+            queue_id,
+            queue_offset: q,
+            end,
+        };
+        claim.stored(original, a.store_timestamp_ms);
+    }
     let stored =
         RemotingCommand::success().with_header(&SendMessageResponseHeader::new(id, queue_id, q));
     Ok(replicated(b, a.end(), wait, stored).await)
@@ -284,27 +301,7 @@ async fn send_batch<D: Disk, C: Clock>(
             ..template.clone()
         })
         .collect();
-    let traffic = b.stats().topic_in(&template.topic);
-    let appended = b.store().put_batch(msgs, wait).await?;
-    for a in &appended {
-        b.stats().message_in(&traffic, u64::from(a.size));
-    }
-    let host = b.store_host();
-    let ids: Vec<String> = appended
-        .iter()
-        .map(|a| offset_msg_id(host, a.phys_offset.to_wire()))
-        .collect();
-    let first = appended.first().map_or(0, |a| a.queue_offset.to_wire());
-    let stored = RemotingCommand::success().with_header(&SendMessageResponseHeader::new(
-        ids.join(","),
-        queue_id,
-        first,
-    ));
-    let end = appended.last().map_or(
-        CommitLogOffset::default(),
-        sluice_core::commit_log::Appended::end,
-    );
-    Ok(replicated(b, end, wait, stored).await)
+    send_dedupe::store_batch(b, &template.topic, queue_id, msgs, wait).await
 }
 
 /// The answer to a stored send: as is, or — for a SYNC-replicated master

@@ -1,0 +1,53 @@
+//! Reading the recent end of the CommitLog in order: what a broker rebuilds
+//! its in-memory windows from (the dedupe window of retried sends) after a
+//! restart or a promotion, without an index of store times.
+
+use crate::clock::Clock;
+use crate::commit_log::scan::{step_checked, Step};
+use crate::disk::Disk;
+use crate::message::StoredRecord;
+
+use super::MessageStore;
+
+impl<D: Disk, C: Clock> MessageStore<D, C> {
+    /// Calls `visit`, in log order, with every intact record stored at or
+    /// after `since_ms` (its store timestamp) below the written end. The
+    /// walk starts at the newest segment whose first record is older than
+    /// `since_ms` (the oldest retained one when none is), so it reads at
+    /// most one segment of older records; it stops at the first unit that
+    /// is not valid (recovery has already cut the log there). Bodies are
+    /// not CRC-checked again: recovery did, and only headers and
+    /// properties are used.
+    pub fn visit_recent(&self, since_ms: i64, mut visit: impl FnMut(&StoredRecord)) {
+        let chain = self.log.chain();
+        let min = self.log.min_offset().0;
+        let end = self.log.written().0;
+        let starts: Vec<u64> = chain.starts().into_iter().filter(|s| *s >= min).collect();
+        let older = |s: &u64| match step_checked(chain, *s, false) {
+            Step::Record(rec, _) => rec.store_timestamp_ms < since_ms,
+            _ => false,
+        };
+        let Some(mut pos) = starts
+            .iter()
+            .rev()
+            .find(|s| older(s))
+            .or(starts.first())
+            .copied()
+        else {
+            return;
+        };
+        pos = pos.max(min);
+        while pos < end {
+            match step_checked(chain, pos, false) {
+                Step::Record(rec, raw) => {
+                    if rec.store_timestamp_ms >= since_ms {
+                        visit(&rec);
+                    }
+                    pos += raw.len() as u64;
+                }
+                Step::Blank { next } | Step::Pad { next } => pos = next,
+                Step::End(_) => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The dedupe window of retried sends: per topic, the `UNIQ_KEY`s stored
+//! recently (at most `dedupe_window_ms` ago, at most `dedupe_window_keys`
+//! over the broker, oldest dropped first), each mapped to where the
+//! original was stored and how it was answered. A send whose key is in the
+//! window is answered with the original's position and not stored again
+//! (see `handlers::send_dedupe` and docs/dedupe.md).
+//!
+//! A send claims its key before it is stored (a `Pending` slot), so a
+//! retry that arrives while the first attempt is still being stored waits
+//! for it instead of storing a second copy; the claim is released if the
+//! store refuses the message. The window lives in memory and is rebuilt
+//! from the CommitLog's tail on open and when a replica becomes master
+//! (`rebuild`). One short mutex, never held across an await.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use sluice_core::message::sys_flag::TRANSACTION_MASK;
+use sluice_core::message::{
+    is_dlq_topic, is_retry_topic, keys, offset_msg_id, Properties, StoredRecord, HALF_TOPIC,
+    OP_HALF_TOPIC, SCHEDULE_TOPIC,
+};
+
+use super::TIMER_TOPIC;
+
+/// Where the original of a key was stored, as its send was answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Original {
+    /// The answered `msgId` (the offset message id of the stored record).
+    pub msg_id: String,
+    /// The answered queue (the real queue of a delayed message).
+    pub queue_id: i32,
+    /// The answered queue offset.
+    pub queue_offset: i64,
+    /// The CommitLog offset just past the record (what a SYNC-replicated
+    /// answer waits for).
+    pub end: u64,
+}
+
+/// What a send's key finds in the window.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Stored before: answer with the original, store nothing.
+    Stored(Original),
+    /// Another send with this key is being stored now.
+    InFlight,
+    /// New: the caller stores it, then calls `stored` (or `release`).
+    Claimed,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Pending,
+    Stored { original: Original, seq: u64 },
+}
+
+#[derive(Default)]
+struct State {
+    slots: BTreeMap<(String, String), Slot>,
+    /// Stored keys oldest first: (store time, sequence, topic, key). An
+    /// item whose sequence no longer matches its slot is stale.
+    order: VecDeque<(i64, u64, String, String)>,
+    next_seq: u64,
+}
+
+/// The window.
+pub struct DedupeWindow {
+    window_ms: u64,
+    keys_max: usize,
+    state: Mutex<State>,
+}
+
+impl DedupeWindow {
+    /// A window of `window_ms` and at most `keys_max` keys (either 0: off).
+    pub fn new(window_ms: u64, keys_max: usize) -> Self {
+        Self {
+            window_ms,
+            keys_max,
+            state: Mutex::default(),
+        }
+    }
+
+    /// True when sends are deduplicated at all.
+    pub fn enabled(&self) -> bool {
+        self.window_ms > 0 && self.keys_max > 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keys stored in the window now (claims in flight not counted).
+    pub fn len(&self) -> usize {
+        self.lock()
+            .slots
+            .values()
+            .filter(|s| matches!(s, Slot::Stored { .. }))
+            .count()
+    }
+
+    /// True when no key is stored in the window.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Looks `key` of `topic` up at `now_ms`, claiming it when new.
+    pub fn claim(&self, topic: &str, key: &str, now_ms: i64) -> Claim {
+        let mut st = self.lock();
+        self.expire(&mut st, now_ms);
+        let id = (topic.to_owned(), key.to_owned());
+        match st.slots.get(&id) {
+            Some(Slot::Stored { original, .. }) => Claim::Stored(original.clone()),
+            Some(Slot::Pending) => Claim::InFlight,
+            None => {
+                st.slots.insert(id, Slot::Pending);
+                Claim::Claimed
+            }
+        }
+    }
+
+    /// The claimed key was stored at `stored_ms` as `original`.
+    pub fn stored(&self, topic: &str, key: &str, original: Original, stored_ms: i64) {
+        let mut st = self.lock();
+        Self::insert(&mut st, topic, key, original, stored_ms);
+        self.expire(&mut st, stored_ms);
+    }
+
+    /// The claimed key was not stored: forget the claim.
+    pub fn release(&self, topic: &str, key: &str) {
+        let mut st = self.lock();
+        let id = (topic.to_owned(), key.to_owned());
+        if matches!(st.slots.get(&id), Some(Slot::Pending)) {
+            st.slots.remove(&id);
+        }
+    }
+
+    fn insert(st: &mut State, topic: &str, key: &str, original: Original, stored_ms: i64) {
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        st.slots.insert(
+            (topic.to_owned(), key.to_owned()),
+            Slot::Stored { original, seq },
+        );
+        st.order
+            .push_back((stored_ms, seq, topic.to_owned(), key.to_owned()));
+    }
+
+    /// Drops stored keys older than the window, then the oldest while over
+    /// the cap. Claims in flight stay.
+    fn expire(&self, st: &mut State, now_ms: i64) {
+        let window = i64::try_from(self.window_ms).unwrap_or(i64::MAX);
+        let cutoff = now_ms.saturating_sub(window);
+        while let Some((at, seq, topic, key)) = st.order.front() {
+            let live = st.order.len();
+            if *at >= cutoff && live <= self.keys_max {
+                break;
+            }
+            let id = (topic.clone(), key.clone());
+            if matches!(st.slots.get(&id), Some(Slot::Stored { seq: s, .. }) if s == seq) {
+                st.slots.remove(&id);
+            }
+            st.order.pop_front();
+        }
+    }
+
+    /// The stored time from which records belong in the window at `now_ms`.
+    pub fn since_ms(&self, now_ms: i64) -> i64 {
+        now_ms.saturating_sub(i64::try_from(self.window_ms).unwrap_or(i64::MAX))
+    }
+
+    /// Replaces the window with the keys of `records` (read in log order,
+    /// stored at or after `since_ms(now_ms)`): `clear`, then `recovered`
+    /// for each.
+    pub fn rebuild<'a>(&self, records: impl IntoIterator<Item = &'a StoredRecord>, now_ms: i64) {
+        self.clear();
+        for rec in records {
+            self.recovered(rec, now_ms);
+        }
+    }
+
+    /// Empties the window (before a rebuild).
+    pub fn clear(&self) {
+        *self.lock() = State::default();
+    }
+
+    /// Adds the key of a record read back from the log, in log order: the
+    /// first record of a key wins, as the first send of it did. Memory
+    /// stays bounded by the cap while a rebuild walks on.
+    pub fn recovered(&self, rec: &StoredRecord, now_ms: i64) {
+        let Some((topic, key, original)) = original_of(rec) else {
+            return;
+        };
+        let mut st = self.lock();
+        if !st.slots.contains_key(&(topic.clone(), key.clone())) {
+            Self::insert(&mut st, &topic, &key, original, rec.store_timestamp_ms);
+            self.expire(&mut st, now_ms);
+        }
+    }
+}
+
+/// True when a send to `topic` is deduplicated: not a retry or dead-letter
+/// topic (consumers' send-backs), not a transaction's system topics.
+pub fn dedupes_topic(topic: &str) -> bool {
+    !(is_retry_topic(topic) || is_dlq_topic(topic) || topic == HALF_TOPIC || topic == OP_HALF_TOPIC)
+}
+
+/// The (topic, key, original) a stored record puts in the window, as the
+/// send path would have: records a producer sent (normal, or delayed and
+/// still parked in the schedule or timer topic, under their real topic and
+/// queue), never transactional records, delivered copies of delayed
+/// messages (they carry `REAL_TOPIC`) nor send-backs.
+pub fn original_of(rec: &StoredRecord) -> Option<(String, String, Original)> {
+    if rec.sys_flag & TRANSACTION_MASK != 0 {
+        return None;
+    }
+    let props = Properties::parse(&rec.properties).ok()?;
+    let key = props.uniq_key()?.to_owned();
+    let parked = rec.topic == SCHEDULE_TOPIC || rec.topic == TIMER_TOPIC;
+    let (topic, queue_id) = if parked {
+        let topic = props.get(keys::REAL_TOPIC)?.to_owned();
+        let qid = props.get(keys::REAL_QID)?.trim().parse().ok()?;
+        (topic, qid)
+    } else if props.get(keys::REAL_TOPIC).is_some() {
+        return None;
+    } else {
+        (rec.topic.clone(), rec.queue_id)
+    };
+    if !dedupes_topic(&topic) || key.is_empty() {
+        return None;
+    }
+    let end = u64::try_from(rec.phys_offset).ok()? + u64::from(rec.total_size);
+    let original = Original {
+        msg_id: offset_msg_id(rec.store_host, rec.phys_offset),
+        queue_id,
+        queue_offset: rec.queue_offset,
+        end,
+    };
+    Some((topic, key, original))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+use bytes::Bytes;
+use sluice_core::message::{sys_flag, MessageInput, RecordStamp};
+
+use super::*;
+
+fn original(offset: i64) -> Original {
+    Original {
+        msg_id: format!("ID{offset}"),
+        queue_id: 1,
+        queue_offset: offset,
+        end: 100 + u64::try_from(offset).expect("small"),
+    }
+}
+
+/// Claims `key` on `topic` and stores it as `original(offset)` at `at_ms`.
+fn store(w: &DedupeWindow, topic: &str, key: &str, offset: i64, at_ms: i64) {
+    assert_eq!(w.claim(topic, key, at_ms), Claim::Claimed, "{key} is new");
+    w.stored(topic, key, original(offset), at_ms);
+}
+
+#[test]
+fn a_stored_key_is_a_hit_with_the_original_and_other_keys_or_topics_miss() {
+    let w = DedupeWindow::new(60_000, 10);
+    store(&w, "T", "K1", 5, 1_000);
+    assert_eq!(w.claim("T", "K1", 2_000), Claim::Stored(original(5)));
+    assert_eq!(w.claim("T", "K2", 2_000), Claim::Claimed);
+    // The window is per topic: the same key on another topic is new.
+    assert_eq!(w.claim("U", "K1", 2_000), Claim::Claimed);
+}
+
+#[test]
+fn a_claim_in_flight_is_seen_and_a_released_claim_is_forgotten() {
+    let w = DedupeWindow::new(60_000, 10);
+    assert_eq!(w.claim("T", "K", 0), Claim::Claimed);
+    assert_eq!(w.claim("T", "K", 1), Claim::InFlight);
+    w.release("T", "K");
+    assert_eq!(w.claim("T", "K", 2), Claim::Claimed);
+    // Release never drops a stored key.
+    w.stored("T", "K", original(3), 2);
+    w.release("T", "K");
+    assert_eq!(w.claim("T", "K", 3), Claim::Stored(original(3)));
+}
+
+#[test]
+fn a_key_expires_once_older_than_the_window_by_the_clock() {
+    let w = DedupeWindow::new(10_000, 10);
+    store(&w, "T", "K", 7, 1_000);
+    assert_eq!(w.claim("T", "K", 11_000), Claim::Stored(original(7)));
+    assert_eq!(w.claim("T", "K", 11_001), Claim::Claimed);
+    assert_eq!(w.len(), 0);
+}
+
+#[test]
+fn past_the_key_cap_the_oldest_keys_go_first() {
+    let w = DedupeWindow::new(600_000, 3);
+    for (i, key) in ["A", "B", "C", "D"].into_iter().enumerate() {
+        let i = i64::try_from(i).expect("small");
+        store(&w, "T", key, i, 1_000 + i);
+    }
+    assert_eq!(w.len(), 3);
+    assert_eq!(w.claim("T", "A", 2_000), Claim::Claimed, "oldest evicted");
+    assert_eq!(w.claim("T", "B", 2_000), Claim::Stored(original(1)));
+    assert_eq!(w.claim("T", "D", 2_000), Claim::Stored(original(3)));
+}
+
+#[test]
+fn a_zero_window_or_cap_disables_dedupe() {
+    assert!(!DedupeWindow::new(0, 10).enabled());
+    assert!(!DedupeWindow::new(10, 0).enabled());
+    assert!(DedupeWindow::new(10, 1).enabled());
+}
+
+fn record(
+    topic: &str,
+    props: &[(&str, &str)],
+    queue_offset: i64,
+    phys: i64,
+    at: i64,
+) -> StoredRecord {
+    let mut p = Properties::new();
+    for (k, v) in props {
+        p.insert(k, v).expect("fits");
+    }
+    let msg = MessageInput {
+        topic: topic.to_owned(),
+        queue_id: 2,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp_ms: 1,
+        born_host: "127.0.0.1:5".parse().expect("addr"),
+        store_host: "10.0.0.1:10911".parse().expect("addr"),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: Bytes::from_static(b"b"),
+        properties: Bytes::from(p.encode()),
+    };
+    let stamp = RecordStamp {
+        queue_offset,
+        phys_offset: phys,
+        store_timestamp_ms: at,
+    };
+    let raw = msg.encode_to_vec(&stamp).expect("encodes");
+    StoredRecord::decode(&Bytes::from(raw)).expect("decodes")
+}
+
+#[test]
+fn rebuild_takes_the_first_record_of_each_key_and_answers_as_the_send_did() {
+    let first = record("T", &[(keys::UNIQ_KEY, "K")], 4, 1_000, 5_000);
+    let again = record("T", &[(keys::UNIQ_KEY, "K")], 9, 2_000, 5_001);
+    let parked = record(
+        SCHEDULE_TOPIC,
+        &[
+            (keys::UNIQ_KEY, "D"),
+            (keys::REAL_TOPIC, "T"),
+            (keys::REAL_QID, "3"),
+        ],
+        0,
+        3_000,
+        5_002,
+    );
+    let delivered = record(
+        "T",
+        &[
+            (keys::UNIQ_KEY, "E"),
+            (keys::REAL_TOPIC, "T"),
+            (keys::REAL_QID, "3"),
+        ],
+        10,
+        4_000,
+        5_003,
+    );
+    let send_back = record("%RETRY%g", &[(keys::UNIQ_KEY, "R")], 0, 5_000, 5_004);
+    let no_key = record("T", &[(keys::KEYS, "biz")], 11, 6_000, 5_005);
+    let mut half = record("T", &[(keys::UNIQ_KEY, "H")], 0, 7_000, 5_006);
+    half.sys_flag = sys_flag::TRANSACTION_PREPARED;
+    let w = DedupeWindow::new(600_000, 100);
+    w.rebuild(
+        [
+            &first, &again, &parked, &delivered, &send_back, &no_key, &half,
+        ],
+        6_000,
+    );
+    let Claim::Stored(k) = w.claim("T", "K", 6_000) else {
+        panic!("K rebuilt");
+    };
+    assert_eq!((k.queue_id, k.queue_offset), (2, 4));
+    assert_eq!(k.msg_id, offset_msg_id(first.store_host, 1_000));
+    assert_eq!(k.end, 1_000 + u64::from(first.total_size));
+    let Claim::Stored(d) = w.claim("T", "D", 6_000) else {
+        panic!("the parked delayed message rebuilt under its real topic");
+    };
+    assert_eq!((d.queue_id, d.queue_offset), (3, 0));
+    for (topic, key) in [("T", "E"), ("%RETRY%g", "R"), ("T", "H")] {
+        assert_eq!(
+            w.claim(topic, key, 6_000),
+            Claim::Claimed,
+            "{key} not rebuilt"
+        );
+    }
+    assert_eq!(w.len(), 2);
+}
+
+#[test]
+fn rebuild_keeps_the_window_and_the_cap() {
+    let old = record("T", &[(keys::UNIQ_KEY, "Old")], 0, 0, 1_000);
+    let keys_in: Vec<StoredRecord> = (0..5)
+        .map(|i| {
+            let key = format!("K{i}");
+            record(
+                "T",
+                &[(keys::UNIQ_KEY, key.as_str())],
+                i + 1,
+                (i + 1) * 1_000,
+                50_000 + i,
+            )
+        })
+        .collect();
+    let w = DedupeWindow::new(10_000, 3);
+    store(&w, "T", "Before", 99, 54_000);
+    w.rebuild(std::iter::once(&old).chain(keys_in.iter()), 55_000);
+    assert_eq!(w.len(), 3);
+    assert_eq!(
+        w.claim("T", "Old", 55_000),
+        Claim::Claimed,
+        "past the window"
+    );
+    assert_eq!(
+        w.claim("T", "K1", 55_000),
+        Claim::Claimed,
+        "evicted by the cap"
+    );
+    assert!(matches!(w.claim("T", "K4", 55_000), Claim::Stored(_)));
+    assert_eq!(
+        w.claim("T", "Before", 55_000),
+        Claim::Claimed,
+        "rebuild replaced it"
+    );
+}

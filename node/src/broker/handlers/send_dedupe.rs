@@ -1,0 +1,182 @@
+//! The send path's use of the dedupe window (`broker::dedupe`): a producer
+//! send whose `UNIQ_KEY` was stored within the window is answered with the
+//! original's `msgId`, queue and offset and not stored again; a batch is
+//! deduplicated message by message (only its new messages are stored; the
+//! answer lists every message's id in the batch's order and carries the
+//! first message's queue and offset, original or new). A retry that comes
+//! while the first attempt is still being stored waits for it.
+//!
+//! Never deduplicated: a send without `UNIQ_KEY`, a send to a retry or
+//! dead-letter topic (consumers' send-backs), transactional halves (they
+//! return before this), and any send to a broker that is not its group's
+//! writer (a deposed master's window is stale; its store refuses anyway).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use sluice_core::disk::Disk;
+use sluice_core::message::{offset_msg_id, MessageInput, Properties};
+use sluice_core::{Clock, CommitLogOffset};
+use sluice_net::header::SendMessageResponseHeader;
+use sluice_net::remoting::response_code;
+use sluice_net::RemotingCommand;
+
+use crate::broker::dedupe::{dedupes_topic, Claim, DedupeWindow, Original};
+use crate::broker::Broker;
+use crate::dispatch::{Refusal, Reply};
+
+/// How often a retry polls a claim still being stored.
+const IN_FLIGHT_POLL: Duration = Duration::from_millis(10);
+/// Polls before a retry gives up on a claim in flight (about 3 s): it is
+/// answered `SYSTEM_BUSY`, which producers retry.
+const IN_FLIGHT_POLLS: u32 = 300;
+
+/// What to do with one message of a send.
+pub(super) enum Once<'a> {
+    /// A retry of a message stored within the window: answer with it.
+    Duplicate(Original),
+    /// Store it, then record it with the claim (if deduplicated).
+    Store(Option<Claimed<'a>>),
+}
+
+/// A key claimed in the window, released unless it is recorded as stored.
+pub(super) struct Claimed<'a> {
+    window: &'a DedupeWindow,
+    topic: String,
+    key: String,
+    done: bool,
+}
+
+impl Claimed<'_> {
+    /// The claimed message was stored and answered as `original`.
+    pub(super) fn stored(mut self, original: Original, stored_ms: i64) {
+        self.window
+            .stored(&self.topic, &self.key, original, stored_ms);
+        self.done = true;
+    }
+}
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.window.release(&self.topic, &self.key);
+        }
+    }
+}
+
+/// Whether a send of `key` to `topic` is a duplicate, claiming it when it
+/// is new; `Store(None)` when it is not deduplicated at all.
+pub(super) async fn claim<'a, D: Disk, C: Clock>(
+    b: &'a Broker<D, C>,
+    topic: &str,
+    key: Option<&str>,
+    to_dlq: bool,
+) -> Result<Once<'a>, Refusal> {
+    let window = b.dedupe();
+    let Some(key) = key.filter(|k| !k.is_empty()) else {
+        return Ok(Once::Store(None));
+    };
+    if to_dlq || !window.enabled() || !dedupes_topic(topic) || !b.is_writer() {
+        return Ok(Once::Store(None));
+    }
+    for _ in 0..IN_FLIGHT_POLLS {
+        match window.claim(topic, key, b.now_ms()) {
+            Claim::Stored(original) => return Ok(Once::Duplicate(original)),
+            Claim::Claimed => {
+                return Ok(Once::Store(Some(Claimed {
+                    window,
+                    topic: topic.to_owned(),
+                    key: key.to_owned(),
+                    done: false,
+                })))
+            }
+            Claim::InFlight => tokio::time::sleep(IN_FLIGHT_POLL).await,
+        }
+    }
+    Err(Refusal::new(
+        response_code::SYSTEM_BUSY,
+        "[sluice] a send with this UNIQ_KEY is still being stored; retry",
+    ))
+}
+
+/// The answer to a duplicate: the original's position, once it is as
+/// replicated as a stored send's answer would wait for.
+pub(super) async fn answer<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    original: &Original,
+    wait: bool,
+) -> RemotingCommand {
+    let header = SendMessageResponseHeader::new(
+        original.msg_id.clone(),
+        original.queue_id,
+        original.queue_offset,
+    );
+    let cmd = RemotingCommand::success().with_header(&header);
+    super::send::replicated(b, CommitLogOffset::new(original.end), wait, cmd).await
+}
+
+/// Stores the new messages of a batch to `queue_id` of `topic` and answers
+/// for all of them (see the module's doc).
+pub(super) async fn store_batch<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    topic: &str,
+    queue_id: i32,
+    msgs: Vec<MessageInput>,
+    wait: bool,
+) -> Reply {
+    let mut onces = Vec::with_capacity(msgs.len());
+    let mut keys_seen = BTreeSet::new();
+    for m in &msgs {
+        let key = Properties::parse(&m.properties)
+            .ok()
+            .and_then(|p| p.uniq_key().map(str::to_owned));
+        // A key twice in one batch: the later copies are stored as sent.
+        let key = key.filter(|k| keys_seen.insert(k.clone()));
+        onces.push(claim(b, topic, key.as_deref(), false).await?);
+    }
+    let fresh: Vec<MessageInput> = msgs
+        .into_iter()
+        .zip(&onces)
+        .filter(|(_, o)| matches!(o, Once::Store(_)))
+        .map(|(m, _)| m)
+        .collect();
+    let traffic = b.stats().topic_in(topic);
+    let appended = if fresh.is_empty() {
+        Vec::new()
+    } else {
+        b.store().put_batch(fresh, wait).await?
+    };
+    let host = b.store_host();
+    let mut stored = appended.iter();
+    let mut ids = Vec::with_capacity(onces.len());
+    let mut first = None;
+    let mut end = 0;
+    for once in onces {
+        let original = match once {
+            Once::Duplicate(original) => original,
+            Once::Store(claimed) => {
+                let Some(a) = stored.next() else {
+                    return Err(Refusal::system_error("[sluice] batch store count mismatch"));
+                };
+                b.stats().message_in(&traffic, u64::from(a.size));
+                let original = Original {
+                    msg_id: offset_msg_id(host, a.phys_offset.to_wire()),
+                    queue_id,
+                    queue_offset: a.queue_offset.to_wire(),
+                    end: a.end().get(),
+                };
+                if let Some(c) = claimed {
+                    c.stored(original.clone(), a.store_timestamp_ms);
+                }
+                original
+            }
+        };
+        end = end.max(original.end);
+        first.get_or_insert((original.queue_id, original.queue_offset));
+        ids.push(original.msg_id);
+    }
+    let (qid, offset) = first.unwrap_or((queue_id, 0));
+    let header = SendMessageResponseHeader::new(ids.join(","), qid, offset);
+    let cmd = RemotingCommand::success().with_header(&header);
+    Ok(super::send::replicated(b, CommitLogOffset::new(end), wait, cmd).await)
+}
