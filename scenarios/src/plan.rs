@@ -9,6 +9,7 @@ use crate::rng::{substream, Salt};
 
 mod cluster;
 mod disk;
+mod retry;
 #[cfg(test)]
 mod tests;
 
@@ -88,6 +89,9 @@ pub struct BrokerTuning {
     /// Mutant: the broker records no stats (`stats = false`), so its
     /// figures undercount what clients saw.
     pub mutant_no_stats: bool,
+    /// Mutant: the dedupe window of retried sends is not rebuilt from the
+    /// CommitLog when the broker restarts or is promoted.
+    pub mutant_dedupe_not_rebuilt: bool,
 }
 
 /// A replicated broker group: the first broker and its replicas.

@@ -11,10 +11,12 @@ use scenarios::Fault;
 
 use crate::history::{Event, MessageId};
 
+mod dedupe;
 mod group;
 pub mod replicas;
 mod skips;
 mod timing;
+pub use dedupe::stored_twice;
 pub use group::{check_group, GroupBounds};
 pub use skips::skipped_deliveries;
 pub use timing::{acks_after_fence, early_deliveries, late_deliveries, WakeupBounds};
@@ -199,6 +201,15 @@ pub enum Violation {
         first: (u32, u64),
         /// The repeat: member and simulated ms.
         again: (u32, u64),
+    },
+    /// A plain message read at two positions with the broker's dedupe
+    /// window on: a retried send (same `UNIQ_KEY`) stored again within
+    /// the window (every run is shorter than the window).
+    StoredTwice {
+        /// The message.
+        id: MessageId,
+        /// Where it was read.
+        at: Vec<(i32, u64)>,
     },
     /// The broker's stats disagree with the history: it counted fewer
     /// messages stored or returned than clients saw acknowledged or read.

@@ -269,6 +269,7 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
     }
     config.store.mutant_shifted_rebuild = plan.tuning.mutant_shifted_rebuild;
     config.stats = !plan.tuning.mutant_no_stats;
+    config.mutant_dedupe_not_rebuilt = plan.tuning.mutant_dedupe_not_rebuilt;
     if plan.workload.deferral == Deferral::Transactions {
         config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
         config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
@@ -288,6 +289,11 @@ fn judge(
 ) -> Result<Verdict, String> {
     let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
     let mut verdict = check(&events, oracle);
+    if config.dedupe_window_ms > 0 && config.dedupe_window_keys > 0 {
+        verdict
+            .violations
+            .extend(crate::oracle::stored_twice(&events));
+    }
     verdict
         .violations
         .extend(early_deliveries(entries, forward_steps_ms(plan)));

@@ -75,27 +75,13 @@ pub async fn produce(
         let id = format!("p{producer}-{k}");
         let queue = i32::try_from((producer + k) % queues.unsigned_abs()).unwrap_or(0);
         let mut message = Message::new(TOPIC, id.clone());
+        // Like a Java producer, the message's UNIQ_KEY is set once and kept
+        // by every retry of it, so the broker's dedupe window knows them.
+        message.set_property(keys::UNIQ_KEY, client.next_uniq_key());
         if !workload.wait_for_flush {
             message.set_property(keys::WAIT, "false");
         }
-        let delays = matches!(workload.deferral, Deferral::Delays | Deferral::EarlyDelays);
-        if delays && rng.random_bool(0.5) {
-            let early = workload.deferral == Deferral::EarlyDelays;
-            let delay_ms = if rng.random_bool(0.5) {
-                let level = rng.random_range(1..=DELAY_LEVEL_MS.len());
-                let asked = if early { 1 } else { level };
-                message = message.with_delay_level(u32::try_from(asked).unwrap_or(1));
-                DELAY_LEVEL_MS[level - 1]
-            } else {
-                let delay_ms = rng.random_range(TIMER_DELAY_MS);
-                message = message.with_delay_ms(if early { delay_ms / 10 } else { delay_ms });
-                delay_ms
-            };
-            history.record(Event::Deferred {
-                id: id.clone(),
-                delay_ms,
-            });
-        }
+        let message = maybe_defer(&mut rng, &workload, message, &history, &id);
         for _attempt in 0..=workload.retries_max {
             history.record(Event::SendInvoke {
                 producer,
@@ -132,6 +118,37 @@ pub async fn produce(
     }
     finished.set(finished.get() + 1);
     Ok(())
+}
+
+/// `message` as sent: for about half the messages of a deferring
+/// workload, with a delay level or a timer (recorded as `Deferred`).
+fn maybe_defer(
+    rng: &mut impl Rng,
+    workload: &Workload,
+    mut message: Message,
+    history: &History,
+    id: &str,
+) -> Message {
+    let delays = matches!(workload.deferral, Deferral::Delays | Deferral::EarlyDelays);
+    if !delays || !rng.random_bool(0.5) {
+        return message;
+    }
+    let early = workload.deferral == Deferral::EarlyDelays;
+    let delay_ms = if rng.random_bool(0.5) {
+        let level = rng.random_range(1..=DELAY_LEVEL_MS.len());
+        let asked = if early { 1 } else { level };
+        message = message.with_delay_level(u32::try_from(asked).unwrap_or(1));
+        DELAY_LEVEL_MS[level - 1]
+    } else {
+        let delay_ms = rng.random_range(TIMER_DELAY_MS);
+        message = message.with_delay_ms(if early { delay_ms / 10 } else { delay_ms });
+        delay_ms
+    };
+    history.record(Event::Deferred {
+        id: id.to_owned(),
+        delay_ms,
+    });
+    message
 }
 
 /// A long-polling consumer of queue `queue_id` from offset 0: each pull may

@@ -15,6 +15,9 @@
 //!   RocketMQ 4.x trusts 8 bytes on its HA port) skips the truncation of a
 //!   replica's divergent tail: after a master power loss with `ASYNC_FLUSH`,
 //!   the logs must be caught disagreeing.
+//! - A broker that does not rebuild its dedupe window of retried sends on
+//!   restart must be caught storing a retry twice when the retry crosses a
+//!   restart (`StoredTwice`).
 //! - A broker that records no stats must be caught undercounting the
 //!   messages clients saw acknowledged and read (its figures are what
 //!   `/metrics` exports).
@@ -181,5 +184,26 @@ fn oracle_catches_a_broker_whose_stats_undercount() {
         undercounts(plan(3).without_stats()),
         2,
         "messages in and out both undercounted"
+    );
+}
+
+#[test]
+fn oracle_catches_a_dedupe_window_not_rebuilt_after_a_restart() {
+    let stored_twice = |plan: &Plan| {
+        run_verdict(plan, FlushMode::Sync)
+            .expect("simulation runs")
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::StoredTwice { .. }))
+    };
+    let caught = (0..SEEDS_MAX).find(|&seed| {
+        stored_twice(&Plan::producer_retry_across_restart(seed).without_dedupe_rebuild())
+    });
+    let Some(seed) = caught else {
+        panic!("a dedupe window not rebuilt survived {SEEDS_MAX} seeds of restarts");
+    };
+    assert!(
+        !stored_twice(&Plan::producer_retry_across_restart(seed)),
+        "the rebuilt window stores a retry twice on seed {seed}"
     );
 }

@@ -1,0 +1,46 @@
+//! Plans of retried sends across a broker restart: the broker's answers to
+//! producers are cut while it crashes and restarts, so sends stored before
+//! the crash are retried after it, and only the rebuilt dedupe window
+//! keeps them from being stored twice.
+
+use rand::Rng;
+
+use super::{push_crash, push_restart, workload, Fault, Plan, TimedFault};
+use crate::rng::{substream, Salt};
+
+impl Plan {
+    /// Scenario `producer_retry_across_restart`: answers to producers are
+    /// cut (requests still arrive and are stored), the broker crashes —
+    /// usually a bare process crash that keeps the page cache — and
+    /// restarts while the cut lasts, and the cut is restored later;
+    /// producers re-send the same message (same `UNIQ_KEY`) after every
+    /// unacknowledged attempt.
+    pub fn producer_retry_across_restart(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.retries_max = 4;
+        let mut rng = substream(seed, Salt::Faults);
+        let mut at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 3);
+        let mut faults = vec![TimedFault {
+            at_ms,
+            fault: Fault::CutResponsesToProducers,
+        }];
+        at_ms += rng.random_range(200..=1_500);
+        push_crash(&mut faults, at_ms, rng.random_bool(0.25));
+        at_ms += rng.random_range(50..=500);
+        push_restart(&mut faults, at_ms);
+        at_ms += rng.random_range(1_500..=3_000);
+        faults.push(TimedFault {
+            at_ms,
+            fault: Fault::RestoreResponsesToProducers,
+        });
+        Self::new(seed, workload, faults, None)
+    }
+
+    /// The same plan with a broker that does not rebuild its dedupe window
+    /// after a restart or promotion (a mutant).
+    #[must_use]
+    pub fn without_dedupe_rebuild(mut self) -> Self {
+        self.tuning.mutant_dedupe_not_rebuilt = true;
+        self
+    }
+}
