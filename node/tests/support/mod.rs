@@ -349,6 +349,24 @@ pub struct Sent {
     pub code: i32,
     pub remark: Option<String>,
     pub queue_offset: Option<i64>,
+    /// The answered `msgId` (offset message id; comma-joined for a batch).
+    pub msg_id: Option<String>,
+    /// The answered queue.
+    pub queue_id: Option<i32>,
+}
+
+impl Sent {
+    /// The outcome a send's response carries.
+    pub fn of(r: RemotingCommand) -> Self {
+        let h = r.header::<SendMessageResponseHeader>().ok();
+        Self {
+            code: r.code,
+            queue_offset: h.as_ref().map(|h| h.queue_offset),
+            msg_id: h.as_ref().map(|h| h.msg_id.clone()),
+            queue_id: h.as_ref().map(|h| h.queue_id),
+            remark: r.remark,
+        }
+    }
 }
 
 /// The outcome of a pull.
@@ -424,15 +442,7 @@ impl Client {
         let cmd = RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &h)
             .with_body(Bytes::copy_from_slice(body));
         let r = self.call(cmd, Duration::from_secs(5)).await?;
-        let queue_offset = r
-            .header::<SendMessageResponseHeader>()
-            .ok()
-            .map(|h| h.queue_offset);
-        Ok(Sent {
-            code: r.code,
-            remark: r.remark,
-            queue_offset,
-        })
+        Ok(Sent::of(r))
     }
 
     pub async fn pull(

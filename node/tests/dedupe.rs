@@ -1,0 +1,196 @@
+//! The broker's dedupe window of retried sends, on a real `sluice-node
+//! standalone` process: a Java-style retry (the same `UNIQ_KEY`, its first
+//! attempt stored but its answer lost) is stored once and answered with the
+//! first attempt's msgId, queue and offset — before and after a clean
+//! restart and a `kill -9` — and a consumer reading from offset 0 gets it
+//! once. Batches are deduplicated per message. A message without
+//! `UNIQ_KEY` is never deduplicated. (Retries across a failover are checked
+//! in the simulation: `sim/tests/failover.rs` judges `StoredTwice`.)
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_core::message::{encode_batch, keys, BatchItem, Properties, StoredRecord};
+use sluice_net::header::SendMessageRequestHeaderV2;
+use sluice_net::remoting::{request_code, response_code};
+use sluice_net::RemotingCommand;
+use support::{Client, Node, Sent};
+
+const TOPIC: &str = "DedupeTopic";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Sends `body` with `UNIQ_KEY = key` to `queue_id`, as a Java producer's
+/// attempt does.
+async fn send_keyed(c: &Client, queue_id: i32, body: &str, key: &str) -> Sent {
+    let sent = c
+        .send_with_properties(TOPIC, queue_id, body.as_bytes(), &[(keys::UNIQ_KEY, key)])
+        .await
+        .expect("send");
+    assert_eq!(sent.code, response_code::SUCCESS, "{:?}", sent.remark);
+    sent
+}
+
+/// Every record of the topic's first two queues.
+async fn stored(c: &Client) -> Vec<StoredRecord> {
+    let mut all = c.drain(TOPIC, 0).await;
+    all.extend(c.drain(TOPIC, 1).await);
+    all
+}
+
+/// How many stored records carry `body`.
+fn copies(records: &[StoredRecord], body: &str) -> usize {
+    records.iter().filter(|r| r.body == body.as_bytes()).count()
+}
+
+/// The answer to a retry must be the first attempt's, field by field.
+fn assert_same_answer(retry: &Sent, first: &Sent, when: &str) {
+    assert_eq!(
+        (&retry.msg_id, retry.queue_id, retry.queue_offset),
+        (&first.msg_id, first.queue_id, first.queue_offset),
+        "{when}: the retry is answered with the first attempt's msgId, queue and offset"
+    );
+}
+
+#[test]
+fn a_retried_send_is_stored_once_and_answered_with_the_first_attempts_offsets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node = Node::start(dir.path(), "sync");
+    let rt = runtime();
+    let first = rt.block_on(async {
+        let c = Client::new(&node.broker);
+        // The first attempt is stored; its answer is "lost" (the producer
+        // never uses it) and it retries — possibly to another queue.
+        let first = send_keyed(&c, 0, "order-1", "AC1100000001").await;
+        send_keyed(&c, 0, "order-2", "AC1100000002").await;
+        let retry = send_keyed(&c, 1, "order-1", "AC1100000001").await;
+        assert_same_answer(&retry, &first, "live");
+        let retry = send_keyed(&c, 0, "order-1", "AC1100000001").await;
+        assert_same_answer(&retry, &first, "live, same queue");
+        let all = stored(&c).await;
+        assert_eq!(copies(&all, "order-1"), 1, "the retries were not stored");
+        assert_eq!(all.len(), 2);
+        first
+    });
+    for restart in ["clean restart", "kill -9"] {
+        node = if restart == "kill -9" {
+            node.restart_after_kill9("sync")
+        } else {
+            node.restart("sync")
+        };
+        rt.block_on(async {
+            let c = Client::new(&node.broker);
+            let retry = send_keyed(&c, 0, "order-1", "AC1100000001").await;
+            assert_same_answer(&retry, &first, restart);
+            let all = stored(&c).await;
+            assert_eq!(copies(&all, "order-1"), 1, "{restart}: stored once");
+            assert_eq!(all.len(), 2, "{restart}: nothing else stored");
+        });
+    }
+}
+
+#[test]
+fn sends_without_a_uniq_key_or_with_dedupe_off_are_stored_every_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    runtime().block_on(async {
+        let c = Client::new(&node.broker);
+        for _ in 0..2 {
+            // Only KEYS (the application's business keys): never deduplicated.
+            let sent = c
+                .send(TOPIC, 0, b"keyless", "biz-1", "t")
+                .await
+                .expect("send");
+            assert_eq!(sent.code, response_code::SUCCESS);
+        }
+        assert_eq!(copies(&stored(&c).await, "keyless"), 2);
+    });
+    drop(node);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start_with_config(dir.path(), "async", "dedupe_window_ms = 0\n");
+    runtime().block_on(async {
+        let c = Client::new(&node.broker);
+        send_keyed(&c, 0, "off", "AC1100000009").await;
+        send_keyed(&c, 0, "off", "AC1100000009").await;
+        assert_eq!(
+            copies(&stored(&c).await, "off"),
+            2,
+            "dedupe_window_ms = 0 disables it"
+        );
+    });
+}
+
+/// Sends a batch of `(body, UNIQ_KEY)` to queue 0.
+async fn send_batch(c: &Client, items: &[(&str, &str)]) -> Sent {
+    let items: Vec<BatchItem> = items
+        .iter()
+        .map(|(body, key)| {
+            let mut p = Properties::new();
+            p.insert(keys::UNIQ_KEY, key).expect("fits");
+            BatchItem {
+                flag: 0,
+                body: Bytes::copy_from_slice(body.as_bytes()),
+                properties: Bytes::from(p.encode()),
+            }
+        })
+        .collect();
+    let h = SendMessageRequestHeaderV2 {
+        a: "test-producer".into(),
+        b: TOPIC.into(),
+        c: "TBW102".into(),
+        d: 4,
+        e: 0,
+        f: 0,
+        g: 1_700_000_000_000,
+        h: 0,
+        i: Some("WAIT\u{1}true\u{2}".to_owned()),
+        j: Some(0),
+        k: Some(false),
+        l: None,
+        m: Some(true),
+        n: None,
+    };
+    let cmd = RemotingCommand::request_with_header(request_code::SEND_BATCH_MESSAGE, &h)
+        .with_body(Bytes::from(encode_batch(&items).expect("batch")));
+    let sent = Sent::of(c.call(cmd, Duration::from_secs(5)).await.expect("send"));
+    assert_eq!(sent.code, response_code::SUCCESS, "{:?}", sent.remark);
+    sent
+}
+
+#[test]
+fn a_retried_batch_stores_only_its_new_messages_and_lists_every_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    runtime().block_on(async {
+        let c = Client::new(&node.broker);
+        let first = send_batch(&c, &[("b1", "AC1100000011"), ("b2", "AC1100000012")]).await;
+        let first_ids: Vec<String> = first
+            .msg_id
+            .as_deref()
+            .expect("ids")
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        // The same batch again: nothing stored, the same answer.
+        let again = send_batch(&c, &[("b1", "AC1100000011"), ("b2", "AC1100000012")]).await;
+        assert_same_answer(&again, &first, "whole batch retried");
+        // Half old, half new: only b3 is stored; the answer starts at b2's
+        // original offset and lists b2's original id, then b3's new one.
+        let mixed = send_batch(&c, &[("b2", "AC1100000012"), ("b3", "AC1100000013")]).await;
+        let ids: Vec<&str> = mixed.msg_id.as_deref().expect("ids").split(',').collect();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(ids[0], first_ids[1]);
+        assert!(!first_ids.iter().any(|id| id == ids[1]), "b3 got a new id");
+        assert_eq!(mixed.queue_offset, first.queue_offset.map(|o| o + 1));
+        let all = c.drain(TOPIC, 0).await;
+        let bodies: Vec<&[u8]> = all.iter().map(|r| r.body.as_ref()).collect();
+        assert_eq!(bodies, vec![&b"b1"[..], b"b2", b"b3"]);
+    });
+}
