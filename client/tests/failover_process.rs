@@ -6,7 +6,10 @@
 //! it, the producer follows the route, and a consumer then drains every
 //! acknowledged message from the new master. Prints the failover time
 //! (kill → first acknowledged send on the new master), the figure
-//! `docs/benchmarks.md` records. The story runs twice: open ports, and
+//! `docs/benchmarks.md` records. A message stored on the old master is
+//! retried (same `UNIQ_KEY`) after the failover: the new master answers
+//! with the original's position and stores no second copy (its dedupe
+//! window is rebuilt from the replicated log). The story runs twice: open ports, and
 //! secured: a group secret on the replication ports and a cluster secret
 //! on the controller port (which then refuse a raw connection), ACL on the
 //! name server and the brokers (every client request signed, unsigned ones
@@ -30,6 +33,7 @@ use sluice_client::{
     ClientConfig, ClientInstance, Message, Producer, ProducerConfig, PullConsumer, SendStatus,
     Subscription,
 };
+use sluice_core::message::keys;
 use sluice_core::SystemClock;
 use sluice_net::remoting::response_code;
 use sluice_net::{Credentials, RemotingCommand, RpcClient, RpcConfig, TlsSettings, TlsTransport};
@@ -37,6 +41,8 @@ use support::{node_binary, spawn_until};
 
 const TOPIC: &str = "FailoverTopic";
 const GROUP: &str = "broker-f";
+/// The body of the message retried across the failover.
+const RETRIED: &str = "retried-across-failover";
 /// The replication ports' group secret and the controllers' cluster secret.
 const SECRETS: (&str, &str) = ("group-secret-0123456789", "cluster-secret-0123456789");
 /// The ACL policy of the secured story: the brokers' registration account
@@ -389,6 +395,24 @@ async fn failover(secured: bool) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // A Java-style retry across the failover: this message is stored (and
+    // replicated) on the old master; its retry — the same UNIQ_KEY — goes
+    // to the new master, which must recognise it from its replicated log.
+    let retrier = Producer::new(
+        client(&namesrv, "retrier", secure),
+        ProducerConfig {
+            retries: 0,
+            send_timeout: Duration::from_secs(3),
+            ..ProducerConfig::new("failover-retriers")
+        },
+    );
+    let mut retried = Message::new(TOPIC, RETRIED);
+    retried.set_property(keys::UNIQ_KEY, retrier.client().next_uniq_key());
+    let original = retrier
+        .send(&retried)
+        .await
+        .expect("stored before the kill");
+    assert_eq!(original.status, SendStatus::Ok);
     if let Some(secure) = secure {
         secured_ports_refuse_strangers(secure, &controller, &first_ha, &first_master).await;
     }
@@ -436,11 +460,37 @@ async fn failover(secured: bool) {
         "the route still names the killed master"
     );
 
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let retry = loop {
+        match retrier.send(&retried).await {
+            Ok(r) => break r,
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "the retry never reached the new master: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (
+            &retry.offset_msg_id,
+            retry.queue.queue_id,
+            retry.queue_offset
+        ),
+        (
+            &original.offset_msg_id,
+            original.queue.queue_id,
+            original.queue_offset
+        ),
+        "the new master answers the retry with the original's position"
+    );
+
     // Drain every queue from the new master.
     let reader = PullConsumer::new(client(&namesrv, "reader", secure), "failover-readers");
     let queues = reader.queues(TOPIC).await.expect("queues");
     let sub = Subscription::all(TOPIC);
     let mut read = BTreeSet::new();
+    let mut retried_copies = 0;
     for q in &queues {
         let mut offset = 0;
         loop {
@@ -449,11 +499,17 @@ async fn failover(secured: bool) {
                 break;
             }
             for m in r.messages {
-                read.insert(String::from_utf8_lossy(&m.body).into_owned());
+                let body = String::from_utf8_lossy(&m.body).into_owned();
+                retried_copies += usize::from(body == RETRIED);
+                read.insert(body);
             }
             offset = r.next_begin_offset;
         }
     }
+    assert_eq!(
+        retried_copies, 1,
+        "the retry across the failover was stored again"
+    );
     let lost: Vec<&String> = sends.acked.difference(&read).collect();
     assert!(
         lost.is_empty(),

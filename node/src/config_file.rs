@@ -310,7 +310,7 @@ impl BrokerFile {
     pub fn into_config(self) -> Result<(BrokerConfig, String)> {
         let mut c = BrokerConfig::default();
         self.apply_transactions(&mut c)?;
-        self.apply_observe_and_dedupe(&mut c);
+        self.apply_plain(&mut c);
         if let Some(v) = self.cluster_name {
             c.cluster_name = v;
         }
@@ -323,7 +323,6 @@ impl BrokerFile {
         if let Some(v) = self.listen {
             c.listen = v;
         }
-        c.advertised_addr = self.advertised_addr;
         if let Some(v) = self.namesrv_addrs {
             c.namesrv_addrs = v;
         }
@@ -400,8 +399,10 @@ impl BrokerFile {
 }
 
 impl BrokerFile {
-    /// The HTTP/metrics, stats and dedupe settings onto `c`.
-    fn apply_observe_and_dedupe(&self, c: &mut BrokerConfig) {
+    /// The settings copied as they are onto `c`: the advertised address,
+    /// the HTTP port and metrics, stats, and the dedupe window.
+    fn apply_plain(&self, c: &mut BrokerConfig) {
+        c.advertised_addr.clone_from(&self.advertised_addr);
         c.metrics_listen = self.metrics_listen.clone().filter(|l| l != "off");
         if let Some(v) = self.metrics_series_cap {
             c.metrics_series_cap = v.max(1);

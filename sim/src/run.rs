@@ -100,6 +100,14 @@ fn init_logging() {
     }
 }
 
+/// The lock that runs one simulation at a time in this process.
+fn one_simulation_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    // A panic in another run only poisons the lock; the guarded state is ().
+    ONE_SIMULATION_AT_A_TIME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Runs `plan` against a broker in `flush_mode` and checks the history.
 /// `Err` when the simulation itself fails (a host returned an error or
 /// panicked, or the time budget ran out).
@@ -108,10 +116,7 @@ pub fn run_plan(
     flush_mode: FlushMode,
     oracle: OracleConfig,
 ) -> Result<RunReport, String> {
-    // A panic in another run only poisons the lock; the guarded state is ().
-    let _one = ONE_SIMULATION_AT_A_TIME
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let _one = one_simulation_at_a_time();
     align_task_ids();
     init_logging();
     let buggify = plan
