@@ -89,8 +89,7 @@ pub struct BrokerTuning {
     /// Mutant: the broker records no stats (`stats = false`), so its
     /// figures undercount what clients saw.
     pub mutant_no_stats: bool,
-    /// Mutant: the dedupe window of retried sends is not rebuilt from the
-    /// CommitLog when the broker restarts or is promoted.
+    /// Mutant: the dedupe window is not rebuilt on restart or promotion.
     pub mutant_dedupe_not_rebuilt: bool,
 }
 
@@ -297,38 +296,6 @@ impl Plan {
             push_crash(&mut faults, at_ms, true);
             at_ms += rng.random_range(50..=500);
             push_restart(&mut faults, at_ms);
-        }
-        Self::new(seed, workload, faults, None)
-    }
-
-    /// Scenario `producer_retry_indeterminate`: the broker's links to the
-    /// producers are held past the request timeout and then released (so
-    /// requests the producers gave up on are stored late), sometimes then
-    /// partitioned and healed; producers re-send the same id after every
-    /// unacknowledged attempt.
-    pub fn producer_retry(seed: u64) -> Self {
-        let mut workload = workload(seed);
-        workload.retries_max = 3;
-        let mut rng = substream(seed, Salt::Faults);
-        let mut at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 2);
-        let mut faults = Vec::new();
-        let mut push = |at_ms: u64, fault: Fault| faults.push(TimedFault { at_ms, fault });
-        push(at_ms, Fault::HoldProducers);
-        at_ms += rng.random_range(2_100..=4_000);
-        push(at_ms, Fault::ReleaseProducers);
-        if rng.random_bool(0.5) {
-            at_ms += rng.random_range(50..=500);
-            push(at_ms, Fault::PartitionProducers);
-            at_ms += rng.random_range(100..=3_000);
-            push(at_ms, Fault::RepairProducers);
-        }
-        // Drawn after everything above, so the earlier faults of a seed
-        // stay what they were before this fault existed.
-        if rng.random_bool(0.5) {
-            at_ms += rng.random_range(50..=500);
-            push(at_ms, Fault::CutResponsesToProducers);
-            at_ms += rng.random_range(100..=3_000);
-            push(at_ms, Fault::RestoreResponsesToProducers);
         }
         Self::new(seed, workload, faults, None)
     }

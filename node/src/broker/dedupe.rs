@@ -21,7 +21,34 @@ use sluice_core::message::{
     OP_HALF_TOPIC, SCHEDULE_TOPIC,
 };
 
-use super::TIMER_TOPIC;
+use sluice_core::disk::Disk;
+use sluice_core::Clock;
+
+use super::{Broker, TIMER_TOPIC};
+
+impl<D: Disk, C: Clock> Broker<D, C> {
+    /// The dedupe window of retried sends.
+    pub fn dedupe(&self) -> &DedupeWindow {
+        &self.dedupe
+    }
+
+    /// Refills the dedupe window from the CommitLog's records stored within
+    /// it, in log order: on open (a lone broker) and when a replica becomes
+    /// master — before its store takes writes, so no send races it — since
+    /// its log holds what the old master stored, answered or not, and a
+    /// retry that crosses the failover must still be recognised.
+    pub(super) fn rebuild_dedupe(&self) {
+        if !self.dedupe.enabled() || self.config.mutant_dedupe_not_rebuilt {
+            return;
+        }
+        let now = self.now_ms();
+        self.dedupe.clear();
+        let since = self.dedupe.since_ms(now);
+        self.store
+            .visit_recent(since, |r| self.dedupe.recovered(r, now));
+        tracing::info!(keys = self.dedupe.len(), "dedupe window rebuilt");
+    }
+}
 
 /// Where the original of a key was stored, as its send was answered.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -181,46 +181,11 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         broker
             .topics
             .ensure(&reply, 1, PERM_READ | PERM_WRITE, broker.now_ms());
-        broker.opened();
-        Ok(broker)
-    }
-
-    /// After open: a replicated broker tells replication of every append;
-    /// a lone broker rebuilds its dedupe window now (a replicated one when
-    /// it becomes master).
-    fn opened(self: &Arc<Self>) {
-        let Some(ha) = self.replication() else {
-            self.rebuild_dedupe();
-            return;
-        };
-        let me = Arc::downgrade(self);
-        self.store.set_append_listener(Arc::new(move |end| {
-            if let Some(b) = me.upgrade() {
-                if let Some(ha) = b.replication() {
-                    ha.note_written(end);
-                }
-            }
-        }));
-        ha.note_written(self.store.commit_log().written());
-    }
-
-    /// Refills the dedupe window from the CommitLog's records stored within
-    /// it, in log order (see `dedupe`).
-    fn rebuild_dedupe(&self) {
-        if !self.dedupe.enabled() || self.config.mutant_dedupe_not_rebuilt {
-            return;
+        match broker.replication() {
+            Some(ha) => ha::listen_appends(&broker, ha),
+            None => broker.rebuild_dedupe(),
         }
-        let now = self.now_ms();
-        self.dedupe.clear();
-        let since = self.dedupe.since_ms(now);
-        self.store
-            .visit_recent(since, |r| self.dedupe.recovered(r, now));
-        tracing::info!(keys = self.dedupe.len(), "dedupe window rebuilt");
-    }
-
-    /// The dedupe window of retried sends.
-    pub fn dedupe(&self) -> &dedupe::DedupeWindow {
-        &self.dedupe
+        Ok(broker)
     }
 
     /// The configuration in force.
@@ -273,10 +238,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let Some(ha) = &self.ha else {
             return Ok(());
         };
-        // Its log holds what the old master stored (and answered, or not):
-        // a retry that crosses the failover is still recognised. Rebuilt
-        // before the store takes writes, so no send races the rebuild.
-        self.rebuild_dedupe();
+        self.rebuild_dedupe(); // before the store takes writes (see dedupe)
         let start = self.store.become_writer().await?.get();
         let mut epochs = ha.epochs();
         epochs
@@ -307,8 +269,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             return;
         };
         self.store.become_follower();
-        // Its window may name records the new master never got.
-        self.dedupe.clear();
+        self.dedupe.clear(); // it may name records the new master never got
         ha.set_role(Role::Replica { master_ha });
         self.registration.topics_changed.notify_one();
     }

@@ -1,7 +1,7 @@
-//! Plans of retried sends across a broker restart: the broker's answers to
-//! producers are cut while it crashes and restarts, so sends stored before
-//! the crash are retried after it, and only the rebuilt dedupe window
-//! keeps them from being stored twice.
+//! Plans of retried sends: requests held past the producers' timeout and
+//! answers cut one way, and those cuts across a broker restart — sends
+//! stored before the crash are retried after it, and only the rebuilt
+//! dedupe window keeps them from being stored twice.
 
 use rand::Rng;
 
@@ -9,6 +9,38 @@ use super::{push_crash, push_restart, workload, Fault, Plan, TimedFault};
 use crate::rng::{substream, Salt};
 
 impl Plan {
+    /// Scenario `producer_retry_indeterminate`: the broker's links to the
+    /// producers are held past the request timeout and then released (so
+    /// requests the producers gave up on are stored late), sometimes then
+    /// partitioned and healed; producers re-send the same id after every
+    /// unacknowledged attempt.
+    pub fn producer_retry(seed: u64) -> Self {
+        let mut workload = workload(seed);
+        workload.retries_max = 3;
+        let mut rng = substream(seed, Salt::Faults);
+        let mut at_ms = rng.random_range(20..=workload.expected_ms().max(60) / 2);
+        let mut faults = Vec::new();
+        let mut push = |at_ms: u64, fault: Fault| faults.push(TimedFault { at_ms, fault });
+        push(at_ms, Fault::HoldProducers);
+        at_ms += rng.random_range(2_100..=4_000);
+        push(at_ms, Fault::ReleaseProducers);
+        if rng.random_bool(0.5) {
+            at_ms += rng.random_range(50..=500);
+            push(at_ms, Fault::PartitionProducers);
+            at_ms += rng.random_range(100..=3_000);
+            push(at_ms, Fault::RepairProducers);
+        }
+        // Drawn after everything above, so the earlier faults of a seed
+        // stay what they were before this fault existed.
+        if rng.random_bool(0.5) {
+            at_ms += rng.random_range(50..=500);
+            push(at_ms, Fault::CutResponsesToProducers);
+            at_ms += rng.random_range(100..=3_000);
+            push(at_ms, Fault::RestoreResponsesToProducers);
+        }
+        Self::new(seed, workload, faults, None)
+    }
+
     /// Scenario `producer_retry_across_restart`: answers to producers are
     /// cut (requests still arrive and are stored), the broker crashes —
     /// usually a bare process crash that keeps the page cache — and

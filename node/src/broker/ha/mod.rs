@@ -25,12 +25,14 @@ mod protocol;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_core::CommitLogOffset;
+use sluice_core::disk::Disk;
+use sluice_core::{Clock, CommitLogOffset};
 use tokio::sync::watch;
 
+use crate::broker::Broker;
 use crate::peer_auth::SharedSecret;
 
 pub(crate) use controlled::run as run_controlled;
@@ -395,4 +397,18 @@ pub(crate) fn replication_of(
         ));
     }
     Ok(Replication::new(rc.clone(), me, epochs))
+}
+
+/// Tells `ha` the written end after every append to `broker`'s store (and
+/// now), so parked replica fetches wake.
+pub(crate) fn listen_appends<D: Disk, C: Clock>(broker: &Arc<Broker<D, C>>, ha: &Replication) {
+    let me = Arc::downgrade(broker);
+    broker.store().set_append_listener(Arc::new(move |end| {
+        if let Some(b) = me.upgrade() {
+            if let Some(ha) = b.replication() {
+                ha.note_written(end);
+            }
+        }
+    }));
+    ha.note_written(broker.store().commit_log().written());
 }
