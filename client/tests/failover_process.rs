@@ -406,10 +406,10 @@ async fn failover(secured: bool) {
             ..ProducerConfig::new("failover-retriers")
         },
     );
-    let mut retried = Message::new(TOPIC, RETRIED);
-    retried.set_property(keys::UNIQ_KEY, retrier.client().next_uniq_key());
+    let mut retried_msg = Message::new(TOPIC, RETRIED);
+    retried_msg.set_property(keys::UNIQ_KEY, retrier.client().next_uniq_key());
     let original = retrier
-        .send(&retried)
+        .send(&retried_msg)
         .await
         .expect("stored before the kill");
     assert_eq!(original.status, SendStatus::Ok);
@@ -462,7 +462,7 @@ async fn failover(secured: bool) {
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let retry = loop {
-        match retrier.send(&retried).await {
+        match retrier.send(&retried_msg).await {
             Ok(r) => break r,
             Err(e) => assert!(
                 tokio::time::Instant::now() < deadline,

@@ -76,6 +76,7 @@ pub enum Deferral {
 
 /// Broker settings a scenario changes from the harness's defaults.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[expect(clippy::struct_excessive_bools, reason = "independent switches")]
 pub struct BrokerTuning {
     /// Tiny CommitLog and ConsumeQueue segments and index files, so each
     /// rolls over every few messages.
