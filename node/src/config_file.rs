@@ -281,8 +281,15 @@ impl BrokerFile {
             .map_err(|e| Error::Config(format!("[tls]: {e}")))
     }
 
-    /// The transaction check-back settings onto `c`.
-    fn apply_transactions(&self, c: &mut BrokerConfig) -> Result<()> {
+    /// The transaction check-back and metrics settings onto `c`.
+    fn apply_tuning(&self, c: &mut BrokerConfig) -> Result<()> {
+        c.metrics_listen = self.metrics_listen.clone().filter(|l| l != "off");
+        if let Some(v) = self.metrics_series_cap {
+            c.metrics_series_cap = v.max(1);
+        }
+        if let Some(v) = self.stats {
+            c.stats = v;
+        }
         if let Some(v) = self.transaction_timeout_ms {
             c.transaction_timeout_ms = v;
         }
@@ -303,7 +310,7 @@ impl BrokerFile {
     /// Applies the file over the defaults; returns the config and data dir.
     pub fn into_config(self) -> Result<(BrokerConfig, String)> {
         let mut c = BrokerConfig::default();
-        self.apply_transactions(&mut c)?;
+        self.apply_tuning(&mut c)?;
         if let Some(v) = self.cluster_name {
             c.cluster_name = v;
         }
@@ -387,13 +394,6 @@ impl BrokerFile {
             c.replication = Some(r.into_config()?);
         }
         apply_acl(self.acl, &mut c)?;
-        c.metrics_listen = self.metrics_listen.filter(|l| l != "off");
-        if let Some(v) = self.metrics_series_cap {
-            c.metrics_series_cap = v.max(1);
-        }
-        if let Some(v) = self.stats {
-            c.stats = v;
-        }
         let data_dir = self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned());
         Ok((c, data_dir))
     }
