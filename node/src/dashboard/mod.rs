@@ -316,8 +316,7 @@ async fn login(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> R
     let config = client_config(&d.config.namesrv_addrs, "sluice-dashboard").with_credentials(ak, sk);
     let client = ClientInstance::new(d.config.transport.clone(), SystemClock::new(), config);
     let admin = Arc::new(Admin::new(client));
-    // The name server checks the signature: a wrong key fails here.
-    if let Err(e) = admin.cluster_info().await {
+    if let Err(e) = wire::check_keys(&admin).await {
         return login_form(&s.csrf, None, Some(&format!("Login refused: {e}")));
     }
     let logged = lock(&d.sessions).login(id, ak.to_owned(), admin, now);

@@ -45,6 +45,30 @@ pub async fn masters(admin: &WireAdmin) -> Result<Vec<(String, String)>> {
         .collect())
 }
 
+/// Whether the brokers accept the session's keys: a request every valid
+/// account may make (`GET_MAX_OFFSET`) to the first master; an ACL refusal
+/// is an error, any other answer means the signature was accepted.
+pub async fn check_keys(admin: &WireAdmin) -> Result<()> {
+    let Some((_, addr)) = masters(admin).await?.into_iter().next() else {
+        return Err(Error::InvalidArgument("no master broker is registered".to_owned()));
+    };
+    let header = QueueRequestHeader {
+        topic: sluice_core::message::DEFAULT_TOPIC.to_owned(),
+        queue_id: 0,
+    };
+    let request = RemotingCommand::request_with_header(request_code::GET_MAX_OFFSET, &header);
+    let response = admin.client().invoke(&addr, request).await?;
+    let remark = response.remark.unwrap_or_default();
+    if response.code == response_code::NO_PERMISSION && remark.starts_with("[ACL]") {
+        return Err(Error::Broker {
+            server: addr,
+            code: response.code,
+            remark,
+        });
+    }
+    Ok(())
+}
+
 /// Min and max offsets of every read queue of `topic`, by broker.
 pub async fn queue_offsets(admin: &WireAdmin, topic: &str) -> Result<Vec<QueueRow>> {
     let route = admin.route(topic).await?;
