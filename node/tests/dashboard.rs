@@ -6,7 +6,9 @@
 mod dashboard_support;
 mod support;
 
-use dashboard_support::{admin, row, seed, topic_exists, Web, BODY, DEAD_BODY, DEAD_KEY, GROUP, KEY, TOPIC};
+use dashboard_support::{
+    admin, row, seed, topic_exists, Web, BODY, DEAD_BODY, DEAD_KEY, GROUP, KEY, TOPIC,
+};
 use support::{Client, Node, ACL_TOML};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -29,9 +31,16 @@ fn pages_show_topic_offsets_group_lag_and_messages_by_key_id_and_offset() {
 
     let cluster = web.get("/");
     assert_eq!(cluster.status, 200);
-    assert!(cluster.body.contains("<td>broker-a</td>"), "{}", cluster.body);
+    assert!(
+        cluster.body.contains("<td>broker-a</td>"),
+        "{}",
+        cluster.body
+    );
     assert!(cluster.body.contains("ASYNC_MASTER"));
-    assert!(cluster.body.contains("/api/stats"), "the live chart polls /api/stats");
+    assert!(
+        cluster.body.contains("/api/stats"),
+        "the live chart polls /api/stats"
+    );
 
     let topics = web.get("/topics");
     let dash = row(&topics.body, &format!("id=\"topic-{TOPIC}\""));
@@ -42,22 +51,54 @@ fn pages_show_topic_offsets_group_lag_and_messages_by_key_id_and_offset() {
     assert!(dash.contains(&queue(1, 0, 2)), "queue 1 holds 2: {dash}");
 
     let groups = web.get("/groups");
-    assert!(groups.body.contains(&format!("href=\"/groups/{GROUP}\"")), "{}", groups.body);
+    assert!(
+        groups.body.contains(&format!("href=\"/groups/{GROUP}\"")),
+        "{}",
+        groups.body
+    );
     let group = web.get(&format!("/groups/{GROUP}"));
-    assert!(group.body.contains("id=total-lag>4<"), "lag 2 + 2: {}", group.body);
-    assert!(group.body.contains("127.0.0.1@dash-test"), "the member is listed");
+    assert!(
+        group.body.contains("id=total-lag>4<"),
+        "lag 2 + 2: {}",
+        group.body
+    );
+    assert!(
+        group.body.contains("127.0.0.1@dash-test"),
+        "the member is listed"
+    );
 
     let by_key = web.get(&format!("/messages?topic={TOPIC}&key={KEY}"));
-    assert!(by_key.body.contains("hello &lt;dashboard&gt; &amp; friends"), "{}", by_key.body);
+    assert!(
+        by_key
+            .body
+            .contains("hello &lt;dashboard&gt; &amp; friends"),
+        "{}",
+        by_key.body
+    );
     assert!(!by_key.body.contains(BODY), "the body is escaped");
     assert!(by_key.body.contains("<td>KEYS</td><td>order-7</td>"));
 
     let by_offset = web.get(&format!("/messages?topic={TOPIC}&queue=0&offset=2"));
-    assert!(by_offset.body.contains("<pre class=body>third</pre>"), "{}", by_offset.body);
-    let id_at = by_key.body.find("<td>Offset id</td><td>").expect("offset id") + 22;
-    let id: String = by_key.body[id_at..].chars().take_while(char::is_ascii_hexdigit).collect();
+    assert!(
+        by_offset.body.contains("<pre class=body>third</pre>"),
+        "{}",
+        by_offset.body
+    );
+    let id_at = by_key
+        .body
+        .find("<td>Offset id</td><td>")
+        .expect("offset id")
+        + 22;
+    let id: String = by_key.body[id_at..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect();
     let by_id = web.get(&format!("/messages?id={id}"));
-    assert!(by_id.body.contains("hello &lt;dashboard&gt;"), "{}", by_id.body);
+    assert!(
+        by_id.body.contains("hello &lt;dashboard&gt;"),
+        "{}",
+        by_id.body
+    );
 
     let timers = web.get("/timers");
     assert_eq!(timers.status, 200);
@@ -80,15 +121,28 @@ fn changes_need_the_sessions_csrf_token() {
     assert_eq!(missing.status, 403);
     let wrong = web.post(
         "/topics/create",
-        &[("topic", "NoToken"), ("queues", "2"), ("csrf", &"0".repeat(64))],
+        &[
+            ("topic", "NoToken"),
+            ("queues", "2"),
+            ("csrf", &"0".repeat(64)),
+        ],
     );
     assert_eq!(wrong.status, 403);
     let mut stranger = Web::new(&node.http);
     let no_session = stranger.post("/topics/create", &[("topic", "NoToken"), ("csrf", &csrf)]);
-    assert_eq!(no_session.status, 403, "a token without its session is refused");
-    assert!(!rt.block_on(topic_exists(&wire, "NoToken")), "nothing was created");
+    assert_eq!(
+        no_session.status, 403,
+        "a token without its session is refused"
+    );
+    assert!(
+        !rt.block_on(topic_exists(&wire, "NoToken")),
+        "nothing was created"
+    );
 
-    let made = web.post("/topics/create", &[("topic", "WithToken"), ("queues", "2"), ("csrf", &csrf)]);
+    let made = web.post(
+        "/topics/create",
+        &[("topic", "WithToken"), ("queues", "2"), ("csrf", &csrf)],
+    );
     assert_eq!(made.status, 200);
     assert!(made.body.contains("class=ok"), "{}", made.body);
     assert!(rt.block_on(topic_exists(&wire, "WithToken")));
@@ -116,16 +170,29 @@ fn a_dead_letter_resent_to_the_retry_topic_is_stored_there() {
     let page = web.get(&format!("/messages?topic={dlq}&key={DEAD_KEY}"));
     assert!(page.body.contains(DEAD_BODY), "{}", page.body);
     assert!(page.body.contains(&format!("Resend to %RETRY%{GROUP}")));
-    let id_at = page.body.find("type=hidden name=id value=\"").expect("resend form") + 27;
-    let id: String = page.body[id_at..].chars().take_while(|c| *c != '"').collect();
+    let id_at = page
+        .body
+        .find("type=hidden name=id value=\"")
+        .expect("resend form")
+        + 27;
+    let id: String = page.body[id_at..]
+        .chars()
+        .take_while(|c| *c != '"')
+        .collect();
     let topic = format!("%DLQ%{GROUP}");
     let refused = web.post("/messages/resend", &[("id", &id), ("topic", &topic)]);
     assert_eq!(refused.status, 403);
     let retry = format!("%RETRY%{GROUP}");
-    assert!(rt.block_on(client.drain(&retry, 0)).is_empty(), "nothing resent yet");
+    assert!(
+        rt.block_on(client.drain(&retry, 0)).is_empty(),
+        "nothing resent yet"
+    );
 
     let csrf = Web::csrf(&page);
-    let done = web.post("/messages/resend", &[("id", &id), ("topic", &topic), ("csrf", &csrf)]);
+    let done = web.post(
+        "/messages/resend",
+        &[("id", &id), ("topic", &topic), ("csrf", &csrf)],
+    );
     assert!(done.body.contains("class=ok"), "{}", done.body);
     let stored = rt.block_on(client.drain(&retry, 0));
     assert_eq!(stored.len(), 1);
@@ -153,17 +220,29 @@ fn with_acl_pages_need_a_login_and_the_wire_refuses_a_non_admin_key() {
     assert_ne!(web.cookie, before, "the session id changes at login");
     let topics = web.get("/topics");
     assert_eq!(topics.status, 200);
-    assert!(!topics.body.contains("app-secret"), "the secret is never in a page");
+    assert!(
+        !topics.body.contains("app-secret"),
+        "the secret is never in a page"
+    );
     let csrf = Web::csrf(&topics);
-    let refused = web.post("/topics/create", &[("topic", "AppMade"), ("queues", "2"), ("csrf", &csrf)]);
+    let refused = web.post(
+        "/topics/create",
+        &[("topic", "AppMade"), ("queues", "2"), ("csrf", &csrf)],
+    );
     assert!(refused.body.contains("class=err"), "{}", refused.body);
     assert!(refused.body.contains("Cannot create topic"));
-    assert!(!rt.block_on(topic_exists(&root, "AppMade")), "the broker refused it");
+    assert!(
+        !rt.block_on(topic_exists(&root, "AppMade")),
+        "the broker refused it"
+    );
 
     let mut admin_web = Web::new(&node.http);
     assert_eq!(admin_web.login("root", "root-secret").status, 303);
     let csrf = Web::csrf(&admin_web.get("/topics"));
-    let made = admin_web.post("/topics/create", &[("topic", "RootMade"), ("queues", "2"), ("csrf", &csrf)]);
+    let made = admin_web.post(
+        "/topics/create",
+        &[("topic", "RootMade"), ("queues", "2"), ("csrf", &csrf)],
+    );
     assert!(made.body.contains("class=ok"), "{}", made.body);
     assert!(rt.block_on(topic_exists(&root, "RootMade")));
 }

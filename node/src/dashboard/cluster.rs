@@ -49,7 +49,7 @@ fn is_local(addr: &str, listen: &str) -> bool {
 pub(super) async fn page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Response {
     let ctx = match d.page_ctx(&headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let mut body = String::new();
     match ctx.admin.cluster().await {

@@ -11,14 +11,16 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::html::{csrf_field, error_box, esc, format_time, num, parse_form, parse_time, table, url};
+use super::html::{
+    csrf_field, error_box, esc, format_time, num, parse_form, parse_time, table, url,
+};
 use super::wire::{groups, members};
 use super::{Ctx, Dash};
 
 pub(super) async fn list(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Response {
     let ctx = match d.page_ctx(&headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let names = match groups(&ctx.admin).await {
         Ok(g) => g,
@@ -28,7 +30,13 @@ pub(super) async fn list(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Resp
     for g in &names {
         let link = format!("<a href=\"/groups/{}\">{}</a>", url(g), esc(g));
         let (queues, lag) = match ctx.admin.group_progress(g, None).await {
-            Ok(p) => (num(p.len()), num(p.iter().map(sluice_client::admin::QueueProgress::lag).sum::<i64>())),
+            Ok(p) => (
+                num(p.len()),
+                num(p
+                    .iter()
+                    .map(sluice_client::admin::QueueProgress::lag)
+                    .sum::<i64>()),
+            ),
             Err(e) => ("—".to_owned(), esc(&e.to_string())),
         };
         rows.push(vec![link, queues, lag]);
@@ -48,7 +56,7 @@ pub(super) async fn page(
 ) -> Response {
     let ctx = match d.page_ctx(&headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let body = group_body(&ctx, &group).await;
     ctx.page(&format!("Group {group}"), &body)
@@ -60,7 +68,12 @@ async fn group_body(ctx: &Ctx, group: &str) -> String {
         Ok(m) if m.is_empty() => body.push_str("<h2>Members</h2><p>No live consumer.</p>"),
         Ok(m) => {
             let rows: Vec<Vec<String>> = m.iter().map(|c| vec![esc(c)]).collect();
-            let _ = write!(body, "<h2>Members ({})</h2>{}", m.len(), table(&["Client id"], &rows));
+            let _ = write!(
+                body,
+                "<h2>Members ({})</h2>{}",
+                m.len(),
+                table(&["Client id"], &rows)
+            );
         }
         Err(e) => body.push_str(&error_box(&format!("Cannot list members: {e}"))),
     }
@@ -71,7 +84,10 @@ async fn group_body(ctx: &Ctx, group: &str) -> String {
             Vec::new()
         }
     };
-    let total: i64 = progress.iter().map(sluice_client::admin::QueueProgress::lag).sum();
+    let total: i64 = progress
+        .iter()
+        .map(sluice_client::admin::QueueProgress::lag)
+        .sum();
     let rows: Vec<Vec<String>> = progress
         .iter()
         .map(|p| {
@@ -90,7 +106,15 @@ async fn group_body(ctx: &Ctx, group: &str) -> String {
         body,
         "<h2>Offsets</h2><p>Total lag: <b id=total-lag>{total}</b> messages</p>{}",
         table(
-            &["Topic", "Broker", "Queue", "Max offset", "Committed", "Lag", "Last consumed (UTC)"],
+            &[
+                "Topic",
+                "Broker",
+                "Queue",
+                "Max offset",
+                "Committed",
+                "Lag",
+                "Last consumed (UTC)"
+            ],
             &rows
         )
     );
@@ -100,10 +124,10 @@ async fn group_body(ctx: &Ctx, group: &str) -> String {
 }
 
 fn reset_form(ctx: &Ctx, group: &str, topics: &BTreeSet<&str>) -> String {
-    let options: String = topics
-        .iter()
-        .map(|t| format!("<option value=\"{0}\">{0}</option>", esc(t)))
-        .collect();
+    let options = topics.iter().fold(String::new(), |mut out, t| {
+        let _ = write!(out, "<option value=\"{0}\">{0}</option>", esc(t));
+        out
+    });
     format!(
         "<h2>Reset offsets</h2><form method=post action=\"/groups/{}/reset\" id=reset-form><fieldset>{}\
          <label>Topic <input name=topic list=group-topics required id=reset-topic></label>\
@@ -126,17 +150,22 @@ pub(super) async fn reset(
     let form = parse_form(&body);
     let ctx = match d.post_ctx(&headers, &form) {
         Ok((_, c)) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let topic = form.get("topic").map_or("", |t| t.trim());
     let title = format!("Reset {group}");
     let Some(time) = form.get("time").and_then(|t| parse_time(t)) else {
         return ctx.page(
             &title,
-            &error_box("The time must be YYYY-MM-DDTHH:MM[:SS] (UTC), milliseconds, earliest or latest."),
+            &error_box(
+                "The time must be YYYY-MM-DDTHH:MM[:SS] (UTC), milliseconds, earliest or latest.",
+            ),
         );
     };
-    let back = format!("<p><a href=\"/groups/{}\">Back to the group</a></p>", url(&group));
+    let back = format!(
+        "<p><a href=\"/groups/{}\">Back to the group</a></p>",
+        url(&group)
+    );
     let body = match ctx.admin.reset_offset_by_time(&group, topic, time).await {
         Ok(offsets) => {
             let rows: Vec<Vec<String>> = offsets

@@ -161,7 +161,7 @@ pub fn num(n: impl std::fmt::Display) -> String {
 /// The live throughput chart: an SVG the inline script redraws from
 /// `/api/stats` once a second (messages/s in and out, last two minutes).
 pub const CHART: &str = r#"<h2>Throughput (msgs/s, live)</h2>
-<p>In: <b id=rin>–</b> · Out: <b id=rout>–</b></p>
+<p><span style="color:#1f6fd1">■</span> In: <b id=rin>–</b> · <span style="color:#d1741f">■</span> Out: <b id=rout>–</b> (last two minutes)</p>
 <svg id=chart width=600 height=160 viewBox="0 0 600 160" role=img aria-label="throughput chart">
 <polyline class=in id=lin fill=none stroke-width=2 points=""/>
 <polyline class=out id=lout fill=none stroke-width=2 points=""/>
@@ -169,7 +169,7 @@ pub const CHART: &str = r#"<h2>Throughput (msgs/s, live)</h2>
 <noscript><p>The live chart needs JavaScript; every other part of the dashboard works without it.</p></noscript>
 <script>
 (function(){var last=null,pin=[],pout=[],N=120;
-function pts(a,max){return a.map(function(v,i){return (i*600/(N-1)).toFixed(1)+","+(155-v*145/max).toFixed(1)}).join(" ")}
+function pts(a,max){return a.map(function(v,i){return (600-(a.length-1-i)*600/(N-1)).toFixed(1)+","+(155-v*145/max).toFixed(1)}).join(" ")}
 function draw(){var max=Math.max(1,Math.max.apply(null,pin.concat(pout)));
 document.getElementById("lin").setAttribute("points",pts(pin,max));
 document.getElementById("lout").setAttribute("points",pts(pout,max));
@@ -201,29 +201,34 @@ pub fn format_time(ms: i64) -> String {
 
 /// A reset time: `earliest` (0), `latest` (-1), milliseconds since the
 /// epoch, or `YYYY-MM-DD[T ]HH:MM[:SS]` in UTC.
-pub fn parse_time(s: &str) -> Option<i64> {
-    let s = s.trim();
-    match s {
+pub fn parse_time(input: &str) -> Option<i64> {
+    let input = input.trim();
+    match input {
         "earliest" => return Some(0),
         "latest" => return Some(-1),
         _ => {}
     }
-    if let Ok(ms) = s.parse::<i64>() {
+    if let Ok(ms) = input.parse::<i64>() {
         return (ms >= -1).then_some(ms);
     }
-    let (date, time) = s.split_once(['T', ' ']).unwrap_or((s, "00:00"));
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, min) = (t.next()??, t.next()??);
-    let sec = t.next().flatten().unwrap_or(0);
-    let valid = (1970..=9999).contains(&y)
-        && (1..=12).contains(&m)
+    let (date, time) = input.split_once(['T', ' ']).unwrap_or((input, "00:00"));
+    let mut date_parts = date.split('-').map(|p| p.parse::<i64>().ok());
+    let year = date_parts.next()??;
+    let month = date_parts.next()??;
+    let day = date_parts.next()??;
+    let mut time_parts = time.split(':').map(|p| p.parse::<i64>().ok());
+    let hour = time_parts.next()??;
+    let minute = time_parts.next()??;
+    let second = time_parts.next().flatten().unwrap_or(0);
+    let valid = (1970..=9999).contains(&year)
+        && (1..=12).contains(&month)
         && (1..=31).contains(&day)
-        && (0..24).contains(&h)
-        && (0..60).contains(&min)
-        && (0..60).contains(&sec);
-    valid.then(|| ((days_from_civil(y, m, day) * 24 + h) * 60 + min) * 60_000 + sec * 1000)
+        && (0..24).contains(&hour)
+        && (0..60).contains(&minute)
+        && (0..60).contains(&second);
+    valid.then(|| {
+        ((days_from_civil(year, month, day) * 24 + hour) * 60 + minute) * 60_000 + second * 1000
+    })
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
@@ -280,7 +285,14 @@ mod tests {
         assert_eq!(parse_time("2024-02-29 00:00"), Some(1_709_164_800_000));
         assert_eq!(parse_time("latest"), Some(-1));
         assert_eq!(parse_time("12"), Some(12));
-        for bad in ["", "-5", "2026-13-01T00:00", "2026-1", "x", "2026-01-01T25:00"] {
+        for bad in [
+            "",
+            "-5",
+            "2026-13-01T00:00",
+            "2026-1",
+            "x",
+            "2026-01-01T25:00",
+        ] {
             assert_eq!(parse_time(bad), None, "{bad}");
         }
     }

@@ -26,28 +26,24 @@ const KEY_MATCHES_MAX: i32 = 32;
 
 /// The body as escaped text (or hex when it is not UTF-8), truncated.
 pub fn preview(body: &[u8]) -> String {
-    match std::str::from_utf8(body) {
-        Ok(text) => {
-            let shown: String = text.chars().take(PREVIEW_CHARS).collect();
-            let more = if shown.len() < text.len() {
-                format!("\n… ({} bytes in all)", body.len())
-            } else {
-                String::new()
-            };
-            format!("<pre class=body>{}{}</pre>", esc(&shown), esc(&more))
-        }
-        Err(_) => {
-            let mut hex = String::new();
-            for (i, b) in body.iter().take(PREVIEW_HEX_BYTES).enumerate() {
-                let sep = if i % 32 == 31 { "\n" } else { " " };
-                let _ = write!(hex, "{b:02x}{sep}");
-            }
-            if body.len() > PREVIEW_HEX_BYTES {
-                let _ = write!(hex, "\n… ({} bytes in all)", body.len());
-            }
-            format!("<p>Not UTF-8; hex:</p><pre class=body>{}</pre>", esc(&hex))
-        }
+    if let Ok(text) = std::str::from_utf8(body) {
+        let shown: String = text.chars().take(PREVIEW_CHARS).collect();
+        let more = if shown.len() < text.len() {
+            format!("\n… ({} bytes in all)", body.len())
+        } else {
+            String::new()
+        };
+        return format!("<pre class=body>{}{}</pre>", esc(&shown), esc(&more));
     }
+    let mut hex = String::new();
+    for (i, b) in body.iter().take(PREVIEW_HEX_BYTES).enumerate() {
+        let sep = if i % 32 == 31 { "\n" } else { " " };
+        let _ = write!(hex, "{b:02x}{sep}");
+    }
+    if body.len() > PREVIEW_HEX_BYTES {
+        let _ = write!(hex, "\n… ({} bytes in all)", body.len());
+    }
+    format!("<p>Not UTF-8; hex:</p><pre class=body>{}</pre>", esc(&hex))
 }
 
 fn forms(q: &BTreeMap<String, String>) -> String {
@@ -81,13 +77,30 @@ fn render(ctx: &Ctx, m: &MessageExt) -> String {
         vec![esc("Message id"), esc(m.msg_id())],
         vec![esc("Offset id"), esc(&m.offset_msg_id)],
         vec![esc("Topic"), esc(&m.topic)],
-        vec![esc("Broker / queue / offset"), esc(&format!("{} / {} / {}", m.broker_name, m.queue_id, m.queue_offset))],
+        vec![
+            esc("Broker / queue / offset"),
+            esc(&format!(
+                "{} / {} / {}",
+                m.broker_name, m.queue_id, m.queue_offset
+            )),
+        ],
         vec![esc("Stored (UTC)"), esc(&format_time(m.store_timestamp_ms))],
-        vec![esc("Born (UTC)"), esc(&format!("{} from {}", format_time(m.born_timestamp_ms), m.born_host))],
+        vec![
+            esc("Born (UTC)"),
+            esc(&format!(
+                "{} from {}",
+                format_time(m.born_timestamp_ms),
+                m.born_host
+            )),
+        ],
         vec![esc("Reconsumed"), num(m.reconsume_times)],
         vec![esc("Body size"), num(m.body.len())],
     ];
-    let props: Vec<Vec<String>> = m.properties.iter().map(|(k, v)| vec![esc(k), esc(v)]).collect();
+    let props: Vec<Vec<String>> = m
+        .properties
+        .iter()
+        .map(|(k, v)| vec![esc(k), esc(v)])
+        .collect();
     let mut out = format!(
         "<section class=message><h2>{}</h2>{}<h3>Properties</h3>{}<h3>Body</h3>{}",
         esc(m.msg_id()),
@@ -120,9 +133,13 @@ async fn lookup(ctx: &Ctx, q: &BTreeMap<String, String>) -> String {
         ctx.admin.query_by_key(topic, key, KEY_MATCHES_MAX).await
     } else if !id.is_empty() {
         let topic = (!topic.is_empty()).then_some(topic);
-        ctx.admin.view_message(id, topic).await.map(|m| m.into_iter().collect())
+        ctx.admin
+            .view_message(id, topic)
+            .await
+            .map(|m| m.into_iter().collect())
     } else if !get("offset").is_empty() {
-        let (Ok(queue), Ok(offset)) = (get("queue").parse::<i32>(), get("offset").parse::<i64>()) else {
+        let (Ok(queue), Ok(offset)) = (get("queue").parse::<i32>(), get("offset").parse::<i64>())
+        else {
             return error_box("Queue and offset must be numbers.");
         };
         message_at(&ctx.admin, topic, get("broker"), queue, offset)
@@ -151,18 +168,22 @@ pub(super) async fn page(
 ) -> Response {
     let ctx = match d.page_ctx(&headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let q = parse_form(query.unwrap_or_default().as_bytes());
     let body = format!("{}{}", forms(&q), lookup(&ctx, &q).await);
     ctx.page("Messages", &body)
 }
 
-pub(super) async fn resend(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(super) async fn resend(
+    State(d): State<Arc<Dash>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let form = parse_form(&body);
     let ctx = match d.post_ctx(&headers, &form) {
         Ok((_, c)) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let id = form.get("id").map_or("", String::as_str);
     let topic = form.get("topic").map_or("", String::as_str);
@@ -192,9 +213,14 @@ mod tests {
 
     #[test]
     fn previews_escape_truncate_and_hex() {
-        assert_eq!(preview(b"<b>hi</b>"), "<pre class=body>&lt;b&gt;hi&lt;/b&gt;</pre>");
+        assert_eq!(
+            preview(b"<b>hi</b>"),
+            "<pre class=body>&lt;b&gt;hi&lt;/b&gt;</pre>"
+        );
         let long = "x".repeat(PREVIEW_CHARS + 10);
-        assert!(preview(long.as_bytes()).contains(&format!("({} bytes in all)", PREVIEW_CHARS + 10)));
+        assert!(
+            preview(long.as_bytes()).contains(&format!("({} bytes in all)", PREVIEW_CHARS + 10))
+        );
         let hex = preview(&[0xff, 0x00, 0x3c]);
         assert!(hex.contains("ff 00 3c"), "{hex}");
     }

@@ -55,6 +55,9 @@ pub struct DashboardConfig {
     pub local: Option<(String, LocalFigure)>,
 }
 
+/// A response that ends a request early (boxed: it is large).
+type Reject = Box<Response>;
+
 /// The dashboard's shared state.
 pub(crate) struct Dash {
     config: DashboardConfig,
@@ -104,7 +107,10 @@ fn respond(status: StatusCode, cookie: Option<&str>, html: String) -> Response {
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
     h.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -178,7 +184,7 @@ impl Dash {
     }
 
     /// The request's session (a new one, with its cookie, if it has none).
-    fn session(&self, headers: &HeaderMap) -> Result<(String, Session, Option<String>), Response> {
+    fn session(&self, headers: &HeaderMap) -> Result<(String, Session, Option<String>), Reject> {
         let now = self.now_ms();
         let mut sessions = lock(&self.sessions);
         if let Some(id) = cookie_of(headers) {
@@ -191,25 +197,25 @@ impl Dash {
                 let cookie = set_cookie(&id);
                 Ok((id, s, Some(cookie)))
             }
-            Err(_) => Err(plain(
+            Err(_) => Err(Box::new(plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "cannot read /dev/urandom for a session id",
-            )),
+            ))),
         }
     }
 
     /// The context of a page view; with ACL on and no login, a redirect
     /// to the login form.
-    fn page_ctx(&self, headers: &HeaderMap) -> Result<Ctx, Response> {
+    fn page_ctx(&self, headers: &HeaderMap) -> Result<Ctx, Reject> {
         let (_, s, cookie) = self.session(headers)?;
         self.ctx(s, cookie)
     }
 
-    fn ctx(&self, s: Session, cookie: Option<String>) -> Result<Ctx, Response> {
+    fn ctx(&self, s: Session, cookie: Option<String>) -> Result<Ctx, Reject> {
         let admin = if self.config.acl_on {
             match s.admin {
                 Some(a) => a,
-                None => return Err(redirect("/login", cookie.as_deref())),
+                None => return Err(Box::new(redirect("/login", cookie.as_deref()))),
             }
         } else {
             Arc::clone(&self.anon)
@@ -228,16 +234,19 @@ impl Dash {
         &self,
         headers: &HeaderMap,
         form: &BTreeMap<String, String>,
-    ) -> Result<(String, Ctx), Response> {
+    ) -> Result<(String, Ctx), Reject> {
         let now = self.now_ms();
-        let found = cookie_of(headers)
-            .and_then(|id| lock(&self.sessions).get(id, now).map(|s| (id.to_owned(), s)));
+        let found = cookie_of(headers).and_then(|id| {
+            lock(&self.sessions)
+                .get(id, now)
+                .map(|s| (id.to_owned(), s))
+        });
         let Some((id, s)) = found else {
-            return Err(forbidden());
+            return Err(Box::new(forbidden()));
         };
         let given = form.get("csrf").map_or("", String::as_str);
         if !token_eq(given, &s.csrf) {
-            return Err(forbidden());
+            return Err(Box::new(forbidden()));
         }
         Ok((id, self.ctx(s, None)?))
     }
@@ -270,7 +279,7 @@ async fn login_page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Response 
     }
     match d.session(&headers) {
         Ok((_, s, cookie)) => login_form(&s.csrf, cookie.as_deref(), None),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -313,7 +322,8 @@ async fn login(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> R
     if ak.is_empty() || sk.is_empty() {
         return login_form(&s.csrf, None, Some("Both keys are required."));
     }
-    let config = client_config(&d.config.namesrv_addrs, "sluice-dashboard").with_credentials(ak, sk);
+    let config =
+        client_config(&d.config.namesrv_addrs, "sluice-dashboard").with_credentials(ak, sk);
     let client = ClientInstance::new(d.config.transport.clone(), SystemClock::new(), config);
     let admin = Arc::new(Admin::new(client));
     if let Err(e) = wire::check_keys(&admin).await {
@@ -333,7 +343,7 @@ async fn logout(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> 
     let form = html::parse_form(&body);
     let id = match d.post_ctx(&headers, &form) {
         Ok((id, _)) => id,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let removed = lock(&d.sessions).remove(&id);
     if let Some(admin) = removed.and_then(|s| s.admin) {
@@ -341,6 +351,9 @@ async fn logout(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> 
     }
     redirect(
         if d.config.acl_on { "/login" } else { "/" },
-        Some(&format!("{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0", session::COOKIE)),
+        Some(&format!(
+            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+            session::COOKIE
+        )),
     )
 }

@@ -4,6 +4,7 @@
 //! never in a cookie or a page).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::Read;
 use std::sync::Arc;
 
@@ -107,7 +108,10 @@ impl Sessions {
 fn random_hex() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(bytes.iter().fold(String::with_capacity(64), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    }))
 }
 
 /// The session id in a `Cookie` header value, if any.

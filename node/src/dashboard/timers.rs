@@ -32,11 +32,16 @@ fn counts(json: Option<&String>) -> Result<BTreeMap<String, u64>, String> {
 pub(super) async fn page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Response {
     let ctx = match d.page_ctx(&headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let brokers = match ctx.admin.cluster().await {
         Ok(b) => b,
-        Err(e) => return ctx.page("Timers and transactions", &error_box(&format!("Cannot read the cluster: {e}"))),
+        Err(e) => {
+            return ctx.page(
+                "Timers and transactions",
+                &error_box(&format!("Cannot read the cluster: {e}")),
+            )
+        }
     };
     let mut timers = Vec::new();
     let mut halves = Vec::new();

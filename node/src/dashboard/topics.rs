@@ -49,7 +49,7 @@ fn queues_cell(rows: &[QueueRow]) -> String {
 pub(super) async fn page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Response {
     let ctx = match d.page_ctx(&headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let mut body = create_form(&ctx.csrf);
     let topics = match ctx.admin.list_topics().await {
@@ -97,7 +97,14 @@ pub(super) async fn page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Resp
     }
     let _ = write!(body, "<h2>{} topics</h2>", topics.len());
     body.push_str(&table(
-        &["Topic", "Queues", "Messages held", "TPS", "Queues (offsets)", ""],
+        &[
+            "Topic",
+            "Queues",
+            "Messages held",
+            "TPS",
+            "Queues (offsets)",
+            "",
+        ],
         &rows,
     ));
     ctx.page("Topics", &body)
@@ -113,18 +120,25 @@ fn create_form(csrf: &str) -> String {
     )
 }
 
-pub(super) async fn create(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(super) async fn create(
+    State(d): State<Arc<Dash>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let form = parse_form(&body);
     let ctx = match d.post_ctx(&headers, &form) {
         Ok((_, c)) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let topic = form.get("topic").map_or("", |t| t.trim());
     let queues = form
         .get("queues")
         .map_or(Ok(8), |q| q.trim().parse::<i32>());
     let Ok(queues) = queues else {
-        return ctx.page("Create topic", &error_box("The queue count must be a number."));
+        return ctx.page(
+            "Create topic",
+            &error_box("The queue count must be a number."),
+        );
     };
     let options = TopicOptions {
         queues,
@@ -150,7 +164,7 @@ pub(super) async fn confirm_delete(
 ) -> Response {
     let ctx = match d.page_ctx(&headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let q = parse_form(query.unwrap_or_default().as_bytes());
     let topic = q.get("topic").map_or("", String::as_str);
@@ -165,11 +179,15 @@ pub(super) async fn confirm_delete(
     ctx.page("Delete topic", &body)
 }
 
-pub(super) async fn delete(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(super) async fn delete(
+    State(d): State<Arc<Dash>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let form = parse_form(&body);
     let ctx = match d.post_ctx(&headers, &form) {
         Ok((_, c)) => c,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let topic = form.get("topic").map_or("", String::as_str);
     let body = match ctx.admin.delete_topic(topic).await {

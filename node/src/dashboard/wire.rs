@@ -50,7 +50,9 @@ pub async fn masters(admin: &WireAdmin) -> Result<Vec<(String, String)>> {
 /// is an error, any other answer means the signature was accepted.
 pub async fn check_keys(admin: &WireAdmin) -> Result<()> {
     let Some((_, addr)) = masters(admin).await?.into_iter().next() else {
-        return Err(Error::InvalidArgument("no master broker is registered".to_owned()));
+        return Err(Error::InvalidArgument(
+            "no master broker is registered".to_owned(),
+        ));
     };
     let header = QueueRequestHeader {
         topic: sluice_core::message::DEFAULT_TOPIC.to_owned(),
@@ -78,7 +80,11 @@ pub async fn queue_offsets(admin: &WireAdmin, topic: &str) -> Result<Vec<QueueRo
             .broker_datas
             .iter()
             .find(|b| b.broker_name == qd.broker_name)
-            .and_then(|b| b.broker_addrs.get(&0).or_else(|| b.broker_addrs.values().next()))
+            .and_then(|b| {
+                b.broker_addrs
+                    .get(&0)
+                    .or_else(|| b.broker_addrs.values().next())
+            })
         else {
             continue;
         };
@@ -123,8 +129,7 @@ pub async fn members(admin: &WireAdmin, group: &str) -> Result<BTreeSet<String>>
         let response = admin.client().invoke(&addr, request).await?;
         // A broker without members answers an error: nobody there.
         if response.code == response_code::SUCCESS {
-            if let Ok(list) = body::decode::<ConsumerListBody>(&response.body, "ConsumerListBody")
-            {
+            if let Ok(list) = body::decode::<ConsumerListBody>(&response.body, "ConsumerListBody") {
                 out.extend(list.consumer_id_list);
             }
         }
@@ -225,7 +230,11 @@ pub async fn resend_to_retry(
         .map(str::to_owned);
     for (k, v) in msg.properties.iter() {
         // Not delayed again; the broker sets its own bookkeeping.
-        if k == keys::DELAY || k.starts_with("TIMER_") || k == keys::REAL_TOPIC || k == keys::REAL_QID {
+        if k == keys::DELAY
+            || k.starts_with("TIMER_")
+            || k == keys::REAL_TOPIC
+            || k == keys::REAL_QID
+        {
             continue;
         }
         props

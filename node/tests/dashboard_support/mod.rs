@@ -107,7 +107,11 @@ impl Web {
             .find("name=csrf value=\"")
             .expect("a form with a CSRF token")
             + "name=csrf value=\"".len();
-        page.body[at..].split('"').next().unwrap_or_default().to_owned()
+        page.body[at..]
+            .split('"')
+            .next()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// Logs in with `access_key`/`secret_key` (ACL on); returns the answer.
@@ -128,19 +132,28 @@ impl Web {
 
 /// The part of `html` from `from` to the end of its table row.
 pub fn row<'a>(html: &'a str, from: &str) -> &'a str {
-    let at = html.find(from).unwrap_or_else(|| panic!("{from} not in page"));
+    let at = html
+        .find(from)
+        .unwrap_or_else(|| panic!("{from} not in page"));
     let rest = &html[at..];
     let end = rest.find("</table></td>").unwrap_or(rest.len());
     &rest[..end]
 }
 
 /// An admin client over the wire (signed when `credentials` is given).
-pub fn admin(namesrv: &str, credentials: Option<(&str, &str)>) -> Admin<TokioTransport, SystemClock> {
+pub fn admin(
+    namesrv: &str,
+    credentials: Option<(&str, &str)>,
+) -> Admin<TokioTransport, SystemClock> {
     let mut config = ClientConfig::new(namesrv).with_instance_name("dash-test");
     if let Some((ak, sk)) = credentials {
         config = config.with_credentials(ak, sk);
     }
-    Admin::new(ClientInstance::new(TokioTransport, SystemClock::new(), config))
+    Admin::new(ClientInstance::new(
+        TokioTransport,
+        SystemClock::new(),
+        config,
+    ))
 }
 
 /// Whether the name servers route `topic`.
@@ -172,7 +185,7 @@ pub async fn send(
         g: 1_700_000_000_000,
         h: 0,
         i: Some(String::from_utf8(p.encode()).expect("utf8")),
-        j: Some(if max_reconsume.is_some() { 1 } else { 0 }),
+        j: Some(i32::from(max_reconsume.is_some())),
         k: Some(false),
         l: max_reconsume,
         m: Some(false),
@@ -208,7 +221,10 @@ pub async fn consume(c: &Client, queue: i32, offset: i64) {
     };
     let json = body::encode(&hb, "HeartbeatData").expect("encode");
     let cmd = RemotingCommand::request(request_code::HEART_BEAT).with_body(Bytes::from(json));
-    let r = c.call(cmd, Duration::from_secs(10)).await.expect("heartbeat");
+    let r = c
+        .call(cmd, Duration::from_secs(10))
+        .await
+        .expect("heartbeat");
     assert_eq!(r.code, 0);
     let h = UpdateConsumerOffsetRequestHeader {
         consumer_group: GROUP.into(),
@@ -229,7 +245,10 @@ pub async fn seed(admin: &Admin<TokioTransport, SystemClock>, c: &Client) {
         queues: 2,
         ..TopicOptions::default()
     };
-    admin.create_topic(TOPIC, &options).await.expect("create topic");
+    admin
+        .create_topic(TOPIC, &options)
+        .await
+        .expect("create topic");
     let key_prop = [(keys::KEYS, KEY), (keys::TAGS, "t")];
     send(c, TOPIC, 0, "first", &[], None).await;
     send(c, TOPIC, 0, BODY, &key_prop, None).await;
