@@ -401,10 +401,11 @@ async fn run_broker(
             namesrv_addrs: broker.config().namesrv_addrs.clone(),
             transport: transport.clone(),
             acl_on: broker.config().acl.is_some(),
-            local: Some((
-                broker.config().listen.clone(),
-                Arc::new(move || local.figures(0).gauges.dispatch_behind_bytes),
-            )),
+            http_listen: listen.clone(),
+            broker_listen: broker.config().listen.clone(),
+            dispatch_behind: Some(Arc::new(move || {
+                local.figures(0).gauges.dispatch_behind_bytes
+            })),
         };
         let router = sluice_node::http::metrics_router(Arc::clone(&broker))
             .merge(sluice_node::dashboard::router(dashboard));

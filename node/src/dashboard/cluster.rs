@@ -61,8 +61,8 @@ pub(super) async fn page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Resp
                 let used = max.zip(figure(rt, "commitLogMinOffset"));
                 let flush = max.zip(figure(rt, "commitLogDurableOffset"));
                 let dispatch = figure(rt, "dispatchBehindBytes").or_else(|| {
-                    let (listen, read) = d.config.local.as_ref()?;
-                    is_local(&b.addr, listen).then(|| read())
+                    let read = d.config.dispatch_behind.as_ref()?;
+                    is_local(&b.addr, &d.config.broker_listen).then(|| read())
                 });
                 rows.push(vec![
                     esc(&b.cluster),

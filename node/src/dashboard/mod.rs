@@ -51,8 +51,25 @@ pub struct DashboardConfig {
     pub transport: TlsTransport,
     /// Whether the broker enforces ACL: then sessions log in first.
     pub acl_on: bool,
-    /// The local broker's listen address and its dispatch lag reader.
-    pub local: Option<(String, LocalFigure)>,
+    /// Where the HTTP port listens.
+    pub http_listen: String,
+    /// Where the broker in this process listens.
+    pub broker_listen: String,
+    /// The local broker's dispatch lag reader.
+    pub dispatch_behind: Option<LocalFigure>,
+}
+
+impl DashboardConfig {
+    /// Whether the dashboard serves: with ACL off it would hand anyone who
+    /// reaches the HTTP port what the wire gives unsigned clients, so it
+    /// serves only when the HTTP port is on loopback or the broker's own
+    /// port is already open beyond it.
+    pub fn serves(&self) -> bool {
+        let loopback = |listen: &str| {
+            crate::config_file::require_acl_beyond_loopback(listen, false, "").is_ok()
+        };
+        self.acl_on || loopback(&self.http_listen) || !loopback(&self.broker_listen)
+    }
 }
 
 /// A response that ends a request early (boxed: it is large).
@@ -62,6 +79,8 @@ type Reject = Box<Response>;
 pub(crate) struct Dash {
     config: DashboardConfig,
     clock: SystemClock,
+    /// [`DashboardConfig::serves`].
+    serves: bool,
     sessions: Mutex<Sessions>,
     /// The unsigned client every session uses when ACL is off.
     anon: Arc<WireAdmin>,
@@ -150,6 +169,7 @@ pub fn router(config: DashboardConfig) -> Router {
     );
     let dash = Dash {
         anon: Arc::new(Admin::new(client)),
+        serves: config.serves(),
         config,
         clock: SystemClock::new(),
         sessions: Mutex::new(Sessions::default()),
@@ -185,6 +205,9 @@ impl Dash {
 
     /// The request's session (a new one, with its cookie, if it has none).
     fn session(&self, headers: &HeaderMap) -> Result<(String, Session, Option<String>), Reject> {
+        if !self.serves {
+            return Err(Box::new(disabled()));
+        }
         let now = self.now_ms();
         let mut sessions = lock(&self.sessions);
         if let Some(id) = cookie_of(headers) {
@@ -235,6 +258,9 @@ impl Dash {
         headers: &HeaderMap,
         form: &BTreeMap<String, String>,
     ) -> Result<(String, Ctx), Reject> {
+        if !self.serves {
+            return Err(Box::new(disabled()));
+        }
         let now = self.now_ms();
         let found = cookie_of(headers).and_then(|id| {
             lock(&self.sessions)
@@ -250,6 +276,22 @@ impl Dash {
         }
         Ok((id, self.ctx(s, None)?))
     }
+}
+
+fn disabled() -> Response {
+    respond(
+        StatusCode::FORBIDDEN,
+        None,
+        layout(
+            "Dashboard disabled",
+            None,
+            "",
+            &error_box(
+                "The dashboard is off: ACL is off and this HTTP port listens beyond loopback \
+                 while the broker does not. Turn ACL on, or listen on loopback.",
+            ),
+        ),
+    )
 }
 
 fn forbidden() -> Response {
@@ -356,4 +398,29 @@ async fn logout(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> 
             session::COOKIE
         )),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(acl_on: bool, http: &str, broker: &str) -> DashboardConfig {
+        DashboardConfig {
+            namesrv_addrs: Vec::new(),
+            transport: TlsTransport::default(),
+            acl_on,
+            http_listen: http.to_owned(),
+            broker_listen: broker.to_owned(),
+            dispatch_behind: None,
+        }
+    }
+
+    #[test]
+    fn without_acl_it_serves_no_further_than_the_broker_already_does() {
+        assert!(config(false, "127.0.0.1:5557", "127.0.0.1:10911").serves());
+        assert!(config(false, "localhost:5557", "127.0.0.1:10911").serves());
+        assert!(!config(false, "0.0.0.0:5557", "127.0.0.1:10911").serves());
+        assert!(config(false, "0.0.0.0:5557", "0.0.0.0:10911").serves());
+        assert!(config(true, "0.0.0.0:5557", "127.0.0.1:10911").serves());
+    }
 }

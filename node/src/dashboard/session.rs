@@ -143,7 +143,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sessions_expire_and_login_rotates_the_id() {
+    fn session_ids_are_random_and_expire_when_idle() {
         let mut s = Sessions::default();
         let (id, session) = s.create(1_000).expect("urandom");
         assert_eq!(id.len(), 64);
