@@ -63,6 +63,10 @@ impl Browser {
         };
         b.wait_ready();
         b.session = b.new_session();
+        // Finding an element waits for it (a submitted form's answer page
+        // may still be loading when the click returns).
+        let timeouts = json!({"implicit": 15_000, "pageLoad": 30_000});
+        b.call("POST", &b.s("/timeouts"), Some(timeouts));
         b
     }
 
@@ -255,7 +259,8 @@ fn every_page_in_a_browser_and_a_topic_created_through_the_form() {
     browser.screenshot(&shots, "message");
 
     browser.open(&format!("{web}/timers"));
-    assert!(browser.source().contains("Open transactions"));
+    let source = browser.source();
+    assert!(source.contains("Open transactions"), "{source}");
     browser.screenshot(&shots, "timers");
 
     browser.open(&format!("{web}/topics"));
@@ -287,6 +292,8 @@ async fn traffic(broker: String) {
 /// `/api/stats`.
 fn cluster_page(browser: &Browser, web: &str, shots: &Path) {
     browser.open(&format!("{web}/"));
+    let role = browser.text("table tr:nth-child(2) td:nth-child(5)");
+    assert_eq!(role, "ASYNC_MASTER", "{}", browser.source());
     assert!(browser.source().contains("<td>broker-a</td>"));
     let mut rate = 0.0;
     for _ in 0..150 {
