@@ -246,3 +246,42 @@ fn with_acl_pages_need_a_login_and_the_wire_refuses_a_non_admin_key() {
     assert!(made.body.contains("class=ok"), "{}", made.body);
     assert!(rt.block_on(topic_exists(&root, "RootMade")));
 }
+
+/// The TPS cell of `TOPIC`'s row on the topics page.
+fn tps_cell(web: &mut Web) -> String {
+    let page = web.get("/topics");
+    let dash = row(&page.body, &format!("id=\"topic-{TOPIC}\""));
+    // Queues, messages held, then TPS.
+    dash.split("<td class=n>")
+        .nth(3)
+        .and_then(|c| c.split("</td>").next())
+        .expect("TPS cell")
+        .to_owned()
+}
+
+#[test]
+fn topics_page_shows_tps_from_two_views() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    let rt = runtime();
+    let wire = admin(&node.namesrv, None);
+    let client = Client::new(&node.broker);
+    rt.block_on(seed(&wire, &client));
+    let mut web = Web::new(&node.http);
+    assert_eq!(tps_cell(&mut web), "—", "one view gives no rate");
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the rate needs a second of wall time between two views"
+    )]
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    rt.block_on(async {
+        for i in 0..6 {
+            dashboard_support::send(&client, TOPIC, 1, &format!("more {i}"), &[], None).await;
+        }
+    });
+    let tps: f64 = tps_cell(&mut web).parse().expect("a rate");
+    assert!(
+        tps > 0.0 && tps <= 6.0 / 1.1,
+        "6 messages in at least 1.1 s: {tps}"
+    );
+}

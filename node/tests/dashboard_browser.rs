@@ -88,7 +88,7 @@ impl Browser {
         panic!("chromedriver did not become ready");
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+    fn try_call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
         let url = format!("{}{path}", self.base);
         let response = match (method, body) {
             ("GET", _) => self.http.get(&url).call(),
@@ -99,18 +99,41 @@ impl Browser {
                 .header("content-type", "application/json")
                 .send(body.unwrap_or_else(|| json!({})).to_string()),
         }
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        .map_err(|e| format!("{method} {path}: {e}"))?;
         let text = response
             .into_body()
             .read_to_string()
-            .expect("driver answer");
-        let v: Value = serde_json::from_str(&text).expect("driver JSON");
-        assert!(v["value"]["error"].is_null(), "{method} {path}: {text}");
-        v["value"].clone()
+            .map_err(|e| format!("{method} {path}: {e}"))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{text}: {e}"))?;
+        if v["value"]["error"].is_null() {
+            Ok(v["value"].clone())
+        } else {
+            Err(format!("{method} {path}: {text}"))
+        }
     }
 
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A browser session; Chromium starting on a loaded machine sometimes
+    /// exits at once, so up to three tries, each with a fresh profile.
     fn new_session(&self) -> String {
-        let profile = format!("--user-data-dir={}", self.profile.path().display());
+        let mut last = String::new();
+        for attempt in 0..3 {
+            match self.try_session(attempt) {
+                Ok(id) => return id,
+                Err(e) => last = e,
+            }
+            pause(500);
+        }
+        panic!("no browser session: {last}");
+    }
+
+    fn try_session(&self, attempt: u32) -> Result<String, String> {
+        let dir = self.profile.path().join(format!("profile-{attempt}"));
+        let profile = format!("--user-data-dir={}", dir.display());
         let args = [
             "--headless",
             "--no-sandbox",
@@ -128,16 +151,33 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
         }}});
-        let v = self.call("POST", "/session", Some(caps));
-        v["sessionId"].as_str().expect("session id").to_owned()
+        let v = self.try_call("POST", "/session", Some(caps))?;
+        v["sessionId"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("no session id in {v}"))
     }
 
     fn s(&self, rest: &str) -> String {
         format!("/session/{}{rest}", self.session)
     }
 
-    fn open(&self, url: &str) {
-        self.call("POST", &self.s("/url"), Some(json!({ "url": url })));
+    /// Navigates to `url` and waits until the page source holds `marker`
+    /// (navigating once more if it does not within 7.5 s); returns the
+    /// source.
+    fn open(&self, url: &str, marker: &str) -> String {
+        let mut source = String::new();
+        for _ in 0..2 {
+            self.call("POST", &self.s("/url"), Some(json!({ "url": url })));
+            for _ in 0..75 {
+                source = self.source();
+                if source.contains(marker) {
+                    return source;
+                }
+                pause(100);
+            }
+        }
+        panic!("{url} never showed {marker:?}: {source}");
     }
 
     fn source(&self) -> String {
@@ -233,9 +273,9 @@ fn every_page_in_a_browser_and_a_topic_created_through_the_form() {
     let traffic = rt.spawn(traffic(node.broker.clone()));
     cluster_page(&browser, web, &shots);
     traffic.abort();
-    browser.open(&format!("{web}/topics"));
-    let source = browser.source();
-    let dash = row(&source, &format!("id=\"topic-{TOPIC}\""));
+    let marker = format!("id=\"topic-{TOPIC}\"");
+    let source = browser.open(&format!("{web}/topics"), &marker);
+    let dash = row(&source, &marker);
     let queue = |q: i32, max: i64| {
         format!("<td>broker-a</td><td class=\"n\">{q}</td><td class=\"n\">0</td><td class=\"n\">{max}</td>")
     };
@@ -243,11 +283,11 @@ fn every_page_in_a_browser_and_a_topic_created_through_the_form() {
     assert!(dash.contains(&queue(1, 2)), "queue 1 holds 2: {dash}");
     browser.screenshot(&shots, "topics");
 
-    browser.open(&format!("{web}/groups/{GROUP}"));
+    browser.open(&format!("{web}/groups/{GROUP}"), "id=\"total-lag\"");
     assert_eq!(browser.text("#total-lag"), "4", "lag 2 + 2");
     browser.screenshot(&shots, "group");
 
-    browser.open(&format!("{web}/messages"));
+    browser.open(&format!("{web}/messages"), "id=\"lookup-key\"");
     browser.type_into("#by-key input[name=topic]", TOPIC);
     browser.type_into("#lookup-key", KEY);
     browser.click("#lookup-button");
@@ -258,12 +298,10 @@ fn every_page_in_a_browser_and_a_topic_created_through_the_form() {
     );
     browser.screenshot(&shots, "message");
 
-    browser.open(&format!("{web}/timers"));
-    let source = browser.source();
-    assert!(source.contains("Open transactions"), "{source}");
+    browser.open(&format!("{web}/timers"), "Open transactions");
     browser.screenshot(&shots, "timers");
 
-    browser.open(&format!("{web}/topics"));
+    browser.open(&format!("{web}/topics"), "id=\"new-topic\"");
     browser.type_into("#new-topic", "BrowserMade");
     browser.click("#create-button");
     assert!(
@@ -291,7 +329,7 @@ async fn traffic(broker: String) {
 /// The cluster page, once the live chart has drawn inbound traffic from
 /// `/api/stats`.
 fn cluster_page(browser: &Browser, web: &str, shots: &Path) {
-    browser.open(&format!("{web}/"));
+    browser.open(&format!("{web}/"), "<td>broker-a</td>");
     let role = browser.text("table tr:nth-child(2) td:nth-child(5)");
     assert_eq!(role, "ASYNC_MASTER", "{}", browser.source());
     assert!(browser.source().contains("<td>broker-a</td>"));

@@ -59,6 +59,8 @@ pub(super) async fn page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Resp
             return ctx.page("Topics", &body);
         }
     };
+    let now = d.now_ms();
+    lock(&d.samples).retain(|_, (at, _)| now.saturating_sub(*at) <= SAMPLE_MAX_AGE_MS);
     let mut rows = Vec::new();
     for topic in &topics {
         let link = format!(
