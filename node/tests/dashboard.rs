@@ -9,6 +9,7 @@ mod support;
 use dashboard_support::{
     admin, row, seed, topic_exists, Web, BODY, DEAD_BODY, DEAD_KEY, GROUP, KEY, TOPIC,
 };
+use sluice_client::admin::QueueProgress;
 use support::{Client, Node, ACL_TOML};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -284,4 +285,44 @@ fn topics_page_shows_tps_from_two_views() {
         tps > 0.0 && tps <= 6.0 / 1.1,
         "6 messages in at least 1.1 s: {tps}"
     );
+}
+
+#[test]
+fn resetting_a_groups_offsets_needs_the_token_and_moves_them_on_the_wire() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    let rt = runtime();
+    let wire = admin(&node.namesrv, None);
+    let client = Client::new(&node.broker);
+    rt.block_on(seed(&wire, &client));
+    let lag = |rt: &tokio::runtime::Runtime| -> i64 {
+        let progress = rt.block_on(wire.group_progress(GROUP, Some(TOPIC)));
+        progress
+            .expect("progress")
+            .iter()
+            .map(QueueProgress::lag)
+            .sum()
+    };
+    assert_eq!(lag(&rt), 4);
+    let mut web = Web::new(&node.http);
+    let page = web.get(&format!("/groups/{GROUP}"));
+    assert!(page.body.contains("id=reset-form"));
+    let path = format!("/groups/{GROUP}/reset");
+    let refused = web.post(&path, &[("topic", TOPIC), ("time", "latest")]);
+    assert_eq!(refused.status, 403);
+    assert_eq!(lag(&rt), 4, "nothing moved");
+
+    let csrf = Web::csrf(&page);
+    let done = web.post(
+        &path,
+        &[("topic", TOPIC), ("time", "latest"), ("csrf", &csrf)],
+    );
+    assert!(done.body.contains("class=ok"), "{}", done.body);
+    assert_eq!(lag(&rt), 0, "the offsets moved to the end of each queue");
+    let bad = web.post(
+        &path,
+        &[("topic", TOPIC), ("time", "yesterday"), ("csrf", &csrf)],
+    );
+    assert!(bad.body.contains("The time must be"), "{}", bad.body);
+    drop(client);
 }
