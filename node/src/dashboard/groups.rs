@@ -14,7 +14,7 @@ use axum::response::Response;
 use super::html::{
     csrf_field, error_box, esc, format_time, num, parse_form, parse_time, table, url,
 };
-use super::wire::{groups, members};
+use super::wire::{groups, lag, members, total};
 use super::{Ctx, Dash};
 
 pub(super) async fn list(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Response {
@@ -30,13 +30,7 @@ pub(super) async fn list(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Resp
     for g in &names {
         let link = format!("<a href=\"/groups/{}\">{}</a>", url(g), esc(g));
         let (queues, lag) = match ctx.admin.group_progress(g, None).await {
-            Ok(p) => (
-                num(p.len()),
-                num(p
-                    .iter()
-                    .map(sluice_client::admin::QueueProgress::lag)
-                    .sum::<i64>()),
-            ),
+            Ok(p) => (num(p.len()), num(total(p.iter().map(lag)))),
             Err(e) => ("—".to_owned(), esc(&e.to_string())),
         };
         rows.push(vec![link, queues, lag]);
@@ -84,10 +78,7 @@ async fn group_body(ctx: &Ctx, group: &str) -> String {
             Vec::new()
         }
     };
-    let total: i64 = progress
-        .iter()
-        .map(sluice_client::admin::QueueProgress::lag)
-        .sum();
+    let all = total(progress.iter().map(lag));
     let rows: Vec<Vec<String>> = progress
         .iter()
         .map(|p| {
@@ -97,14 +88,14 @@ async fn group_body(ctx: &Ctx, group: &str) -> String {
                 num(p.queue.queue_id),
                 num(p.broker_offset),
                 num(p.consumer_offset),
-                num(p.lag()),
+                num(lag(p)),
                 esc(&format_time(p.last_timestamp_ms)),
             ]
         })
         .collect();
     let _ = write!(
         body,
-        "<h2>Offsets</h2><p>Total lag: <b id=total-lag>{total}</b> messages</p>{}",
+        "<h2>Offsets</h2><p>Total lag: <b id=total-lag>{all}</b> messages</p>{}",
         table(
             &[
                 "Topic",

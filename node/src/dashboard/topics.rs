@@ -12,7 +12,7 @@ use axum::response::Response;
 use sluice_client::admin::TopicOptions;
 
 use super::html::{csrf_field, error_box, esc, num, parse_form, table, url};
-use super::wire::{queue_offsets, QueueRow};
+use super::wire::{queue_offsets, total, QueueRow};
 use super::{lock, Dash};
 
 /// Samples older than this give no rate.
@@ -34,7 +34,7 @@ fn tps(d: &Dash, topic: &str, sum_max: i64) -> Option<f64> {
         return None;
     }
     #[expect(clippy::cast_precision_loss, reason = "a rate for display")]
-    let rate = (sum_max - before).max(0) as f64 * 1000.0 / dt as f64;
+    let rate = sum_max.saturating_sub(before).max(0) as f64 * 1000.0 / dt as f64;
     Some(rate)
 }
 
@@ -75,8 +75,8 @@ pub(super) async fn page(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Resp
         );
         match queue_offsets(&ctx.admin, topic).await {
             Ok(queues) => {
-                let sum_max: i64 = queues.iter().map(|q| q.max).sum();
-                let stored: i64 = queues.iter().map(|q| q.max - q.min).sum();
+                let sum_max = total(queues.iter().map(|q| q.max));
+                let stored = total(queues.iter().map(|q| q.max.saturating_sub(q.min)));
                 let rate = tps(&d, topic, sum_max).map_or("—".to_owned(), |r| format!("{r:.1}"));
                 rows.push(vec![
                     link,

@@ -45,6 +45,18 @@ pub async fn masters(admin: &WireAdmin) -> Result<Vec<(String, String)>> {
         .collect())
 }
 
+/// The sum of `figures`, saturating: the figures come from the wire,
+/// and a hostile or broken answer must not overflow (and panic).
+pub fn total(figures: impl IntoIterator<Item = i64>) -> i64 {
+    figures.into_iter().fold(0, i64::saturating_add)
+}
+
+/// Messages written and not yet committed by the group (never negative;
+/// saturating, as [`total`]).
+pub fn lag(p: &sluice_client::admin::QueueProgress) -> i64 {
+    p.broker_offset.saturating_sub(p.consumer_offset).max(0)
+}
+
 /// Whether the brokers accept the session's keys: a request every valid
 /// account may make (`GET_MAX_OFFSET`) to the first master; an ACL refusal
 /// is an error, any other answer means the signature was accepted.
@@ -268,4 +280,26 @@ pub async fn resend_to_retry(
         .header::<SendMessageResponseHeader>()
         .map_or(-1, |h| h.queue_offset);
     Ok((retry, offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_client::admin::QueueProgress;
+    use sluice_client::MessageQueue;
+
+    #[test]
+    fn sums_and_lags_of_wire_figures_saturate_instead_of_overflowing() {
+        assert_eq!(total([1, 2, 3]), 6);
+        assert_eq!(total([i64::MAX, 5]), i64::MAX);
+        let progress = |broker_offset, consumer_offset| QueueProgress {
+            queue: MessageQueue::default(),
+            broker_offset,
+            consumer_offset,
+            last_timestamp_ms: 0,
+        };
+        assert_eq!(lag(&progress(5, 2)), 3);
+        assert_eq!(lag(&progress(2, 5)), 0);
+        assert_eq!(lag(&progress(i64::MAX, i64::MIN)), i64::MAX);
+    }
 }
