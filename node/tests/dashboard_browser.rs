@@ -24,6 +24,11 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// The W3C element reference key.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
+/// A tool's path: the environment variable `var` if set, else `default`.
+fn tool(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+}
+
 #[expect(
     clippy::disallowed_methods,
     reason = "a real browser runs on the wall clock; the test polls it"
@@ -39,12 +44,13 @@ struct Browser {
     base: String,
     session: String,
     profile: tempfile::TempDir,
+    chromium: String,
 }
 
 impl Browser {
-    fn start() -> Self {
+    fn start(driver: &str, chromium: &str) -> Self {
         let port = free_port();
-        let driver = Command::new(CHROMEDRIVER)
+        let driver = Command::new(driver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -60,6 +66,7 @@ impl Browser {
             base: format!("http://127.0.0.1:{port}"),
             session: String::new(),
             profile: tempfile::tempdir().expect("profile dir"),
+            chromium: chromium.to_owned(),
         };
         b.wait_ready();
         b.session = b.new_session();
@@ -149,7 +156,7 @@ impl Browser {
         ];
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
+            "goog:chromeOptions": {"binary": self.chromium, "args": args},
         }}});
         let v = self.try_call("POST", "/session", Some(caps))?;
         v["sessionId"]
@@ -251,7 +258,11 @@ fn screenshot_dir() -> PathBuf {
 
 #[test]
 fn every_page_in_a_browser_and_a_topic_created_through_the_form() {
-    if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
+    let (driver, chromium) = (
+        tool("SLUICE_CHROMEDRIVER", CHROMEDRIVER),
+        tool("SLUICE_CHROMIUM", CHROMIUM),
+    );
+    if !Path::new(&driver).exists() || !Path::new(&chromium).exists() {
         eprintln!("skipped: chromium/chromedriver not installed (apt-get install chromium chromium-driver)");
         return;
     }
@@ -266,7 +277,7 @@ fn every_page_in_a_browser_and_a_topic_created_through_the_form() {
     let client = Client::new(&node.broker);
     rt.block_on(seed(&wire, &client));
     let shots = screenshot_dir();
-    let browser = Browser::start();
+    let browser = Browser::start(&driver, &chromium);
     let web = &node.http;
 
     // Traffic on another topic while the cluster page's chart polls.
