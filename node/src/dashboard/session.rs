@@ -67,10 +67,12 @@ impl Sessions {
         self.map
             .retain(|_, s| now_ms.saturating_sub(s.seen_ms) <= IDLE_MS);
         while self.map.len() >= SESSIONS_MAX {
+            // Anonymous sessions go first: a flood of page views must not
+            // log people out.
             let oldest = self
                 .map
                 .iter()
-                .min_by_key(|(_, s)| s.seen_ms)
+                .min_by_key(|(_, s)| (s.user.is_some(), s.seen_ms))
                 .map(|(k, _)| k.clone());
             match oldest {
                 Some(k) => self.map.remove(&k),
@@ -151,6 +153,28 @@ mod tests {
         assert!(s.get(&id, 2_000).is_some());
         assert!(s.get(&id, 2_000 + IDLE_MS + 1).is_none());
         assert!(s.get("nope", 0).is_none());
+    }
+
+    #[test]
+    fn a_full_store_drops_anonymous_sessions_before_logged_in_ones() {
+        let mut s = Sessions::default();
+        let (user, _) = s.create(1).expect("urandom");
+        if let Some(session) = s.map.get_mut(&user) {
+            session.user = Some("root".to_owned());
+        }
+        let (first_anon, _) = s.create(2).expect("urandom");
+        for now in 3..=u64::try_from(SESSIONS_MAX).expect("small") + 1 {
+            s.create(now).expect("urandom");
+        }
+        assert_eq!(s.map.len(), SESSIONS_MAX);
+        assert!(
+            s.get(&user, 10_000).is_some(),
+            "the logged-in session stays"
+        );
+        assert!(
+            s.get(&first_anon, 10_000).is_none(),
+            "the oldest anonymous one went"
+        );
     }
 
     #[test]
