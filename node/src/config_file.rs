@@ -287,8 +287,21 @@ impl BrokerFile {
             .map_err(|e| Error::Config(format!("[tls]: {e}")))
     }
 
-    /// The transaction check-back settings onto `c`.
-    fn apply_transactions(&self, c: &mut BrokerConfig) -> Result<()> {
+    /// The transaction check-back and metrics settings onto `c`.
+    fn apply_tuning(&self, c: &mut BrokerConfig) -> Result<()> {
+        c.metrics_listen = self.metrics_listen.clone().filter(|l| l != "off");
+        if let Some(v) = self.metrics_series_cap {
+            c.metrics_series_cap = v.max(1);
+        }
+        if let Some(v) = self.stats {
+            c.stats = v;
+        }
+        if let Some(v) = self.dedupe_window_ms {
+            c.dedupe_window_ms = v;
+        }
+        if let Some(v) = self.dedupe_window_keys {
+            c.dedupe_window_keys = v;
+        }
         if let Some(v) = self.transaction_timeout_ms {
             c.transaction_timeout_ms = v;
         }
@@ -309,8 +322,7 @@ impl BrokerFile {
     /// Applies the file over the defaults; returns the config and data dir.
     pub fn into_config(self) -> Result<(BrokerConfig, String)> {
         let mut c = BrokerConfig::default();
-        self.apply_transactions(&mut c)?;
-        self.apply_plain(&mut c);
+        self.apply_tuning(&mut c)?;
         if let Some(v) = self.cluster_name {
             c.cluster_name = v;
         }
@@ -323,6 +335,7 @@ impl BrokerFile {
         if let Some(v) = self.listen {
             c.listen = v;
         }
+        c.advertised_addr = self.advertised_addr;
         if let Some(v) = self.namesrv_addrs {
             c.namesrv_addrs = v;
         }
@@ -395,27 +408,6 @@ impl BrokerFile {
         apply_acl(self.acl, &mut c)?;
         let data_dir = self.data_dir.unwrap_or_else(|| "./sluice-data".to_owned());
         Ok((c, data_dir))
-    }
-}
-
-impl BrokerFile {
-    /// The settings copied as they are onto `c`: the advertised address,
-    /// the HTTP port and metrics, stats, and the dedupe window.
-    fn apply_plain(&self, c: &mut BrokerConfig) {
-        c.advertised_addr.clone_from(&self.advertised_addr);
-        c.metrics_listen = self.metrics_listen.clone().filter(|l| l != "off");
-        if let Some(v) = self.metrics_series_cap {
-            c.metrics_series_cap = v.max(1);
-        }
-        if let Some(v) = self.stats {
-            c.stats = v;
-        }
-        if let Some(v) = self.dedupe_window_ms {
-            c.dedupe_window_ms = v;
-        }
-        if let Some(v) = self.dedupe_window_keys {
-            c.dedupe_window_keys = v;
-        }
     }
 }
 

@@ -23,6 +23,7 @@ pub mod acl;
 pub mod broker;
 pub mod config_file;
 pub mod controller;
+pub mod dashboard;
 pub mod dispatch;
 pub mod error;
 pub mod http;

@@ -9,6 +9,7 @@ use crate::rng::{substream, Salt};
 
 mod cluster;
 mod disk;
+mod mutants;
 mod retry;
 #[cfg(test)]
 mod tests;
@@ -643,50 +644,12 @@ impl Plan {
         self
     }
 
-    /// The same plan with the producers skipping the flush wait (a mutant:
-    /// the broker acknowledges before the sync).
-    #[must_use]
-    pub fn without_flush_wait(mut self) -> Self {
-        self.workload.wait_for_flush = false;
-        self
-    }
-
     /// The same plan with about half the messages delayed (delay levels and
     /// timers), and a drain that waits until they are all due.
     #[must_use]
     pub fn with_delays(mut self) -> Self {
         self.workload.deferral = Deferral::Delays;
         self.workload.drain_wait_ms = self.workload.drain_wait_ms.max(DELAY_MS_MAX + 2_000);
-        self
-    }
-
-    /// The same plan with delayed messages delivered early (a mutant).
-    #[must_use]
-    pub fn with_early_delays(mut self) -> Self {
-        self.workload.deferral = Deferral::EarlyDelays;
-        self
-    }
-
-    /// The same plan with a broker whose ConsumeQueue rebuild points each
-    /// entry at the record before (a mutant).
-    #[must_use]
-    pub fn with_shifted_rebuild(mut self) -> Self {
-        self.tuning.mutant_shifted_rebuild = true;
-        self
-    }
-
-    /// The same plan with a broker that records no stats (a mutant).
-    #[must_use]
-    pub fn without_stats(mut self) -> Self {
-        self.tuning.mutant_no_stats = true;
-        self
-    }
-
-    /// The same plan with a group handler that loses messages it reports
-    /// as consumed (a mutant).
-    #[must_use]
-    pub fn with_lossy_group_handler(mut self) -> Self {
-        self.workload.lossy_group_handler = true;
         self
     }
 }

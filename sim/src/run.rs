@@ -160,10 +160,7 @@ pub fn run_plan(
     let figures = crate::stats_check::take_figures();
     drop(sim);
     let entries = history.entries();
-    let mut verdict = judge(plan, oracle, &entries, &disk, &replicas, &config)?;
-    verdict
-        .violations
-        .extend(crate::stats_check::violations(plan, &entries, &figures));
+    let verdict = judge(plan, oracle, &entries, &disk, &replicas, &config, &figures)?;
     let report = RunReport {
         plan: plan.clone(),
         trace_hash: trace_hash(&entries, end_ms),
@@ -291,6 +288,7 @@ fn judge(
     disk: &SimDisk,
     replicas: &[SimDisk],
     config: &sluice_node::broker::BrokerConfig,
+    figures: &std::collections::BTreeMap<String, sluice_node::broker::BrokerStatsSnapshot>,
 ) -> Result<Verdict, String> {
     let events: Vec<Event> = entries.iter().map(|e| e.event.clone()).collect();
     let mut verdict = check(&events, oracle);
@@ -299,6 +297,9 @@ fn judge(
             .violations
             .extend(crate::oracle::stored_twice(&events));
     }
+    verdict
+        .violations
+        .extend(crate::stats_check::violations(plan, entries, figures));
     verdict
         .violations
         .extend(early_deliveries(entries, forward_steps_ms(plan)));

@@ -396,7 +396,19 @@ async fn run_broker(
     let disk = MmapDisk::new(&data_dir)?;
     let broker = Broker::open(disk, SystemClock::new(), config).await?;
     if let Some(listen) = broker.config().metrics_listen.clone() {
-        let router = sluice_node::http::metrics_router(Arc::clone(&broker));
+        let local = Arc::clone(&broker);
+        let dashboard = sluice_node::dashboard::DashboardConfig {
+            namesrv_addrs: broker.config().namesrv_addrs.clone(),
+            transport: transport.clone(),
+            acl_on: broker.config().acl.is_some(),
+            http_listen: listen.clone(),
+            broker_listen: broker.config().listen.clone(),
+            dispatch_behind: Some(Arc::new(move || {
+                local.figures(0).gauges.dispatch_behind_bytes
+            })),
+        };
+        let router = sluice_node::http::metrics_router(Arc::clone(&broker))
+            .merge(sluice_node::dashboard::router(dashboard));
         serve_http(&listen, router, wait(stop.clone())).await?;
     }
     let registered = Arc::clone(&broker);

@@ -16,6 +16,7 @@ pub mod handlers;
 mod locks;
 mod long_poll;
 mod offsets;
+mod ports;
 mod register;
 pub mod response;
 mod schedule;
@@ -34,9 +35,7 @@ pub use locks::LockTable;
 pub use long_poll::ArrivalSignals;
 pub use offsets::OffsetTable;
 pub use schedule::{DelayProgress, DELAY_OFFSETS_FILE};
-pub use stats::{
-    BrokerStats, BrokerStatsSnapshot, Gauges, LatencySummary, QueueLag, ReplicationGauges,
-};
+pub use stats::{BrokerStats, BrokerStatsSnapshot, LatencySummary, QueueLag};
 pub use timer::{Timers, TIMER_PROGRESS_FILE, TIMER_TOPIC};
 pub use topics::{topic_config, TopicTable, DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE};
 pub use transaction::{Transactions, TRANSACTIONS_FILE};
@@ -84,8 +83,6 @@ pub struct Broker<D: Disk, C: Clock> {
     ha: Option<Replication>,
     stats: BrokerStats,
     dedupe: dedupe::DedupeWindow,
-    /// The serving ports' connection counts, set by `serve`.
-    connections: std::sync::Mutex<Vec<sluice_net::LiveConnections>>,
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -151,7 +148,6 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let broker = Arc::new(Self {
             stats: handlers::stats(&store, &config),
             dedupe: dedupe::DedupeWindow::new(config.dedupe_window_ms, config.dedupe_window_keys),
-            connections: std::sync::Mutex::default(),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,
@@ -361,15 +357,6 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         &self.stats
     }
 
-    /// Client connections open on the broker's ports now.
-    pub fn connection_count(&self) -> u64 {
-        let ports = self
-            .connections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        ports.iter().map(|c| c.count() as u64).sum()
-    }
-
     pub(crate) fn clock(&self) -> &C {
         &self.clock
     }
@@ -466,33 +453,9 @@ impl<D: Disk, C: Clock> Broker<D, C> {
                 .write()
                 .expect("invariant: lock not poisoned") = addr;
         }
-        let vip = if self.config.listen_vip && addr.port() > 2 {
-            let vip_addr = SocketAddr::new(addr.ip(), addr.port() - 2);
-            match RpcServer::bind(
-                &transport,
-                &vip_addr.to_string(),
-                RpcConfig::default(),
-                handler,
-            )
-            .await
-            {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!(error = %e, %vip_addr, "VIP port unavailable; serving the main port only");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        {
-            let mut ports = self
-                .connections
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            ports.push(server.live_connections());
-            ports.extend(vip.iter().map(RpcServer::live_connections));
-        }
+        let vip = self.bind_vip(&transport, addr, handler).await;
+        self.stats
+            .count_connections(std::iter::once(&server).chain(&vip));
         let ha_server = self.start_replication(&transport, addr).await?;
         tracing::info!(%addr, broker = %self.config.broker_name, "broker serving");
         bound(addr);
@@ -538,39 +501,6 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         self.store.shutdown().await?;
         tracing::info!("broker stopped cleanly");
         Ok(())
-    }
-
-    /// Binds the HA port (the broker port + 1 unless configured) and takes
-    /// the configured role: broker id 0 is the master, any other id a
-    /// replica of `master_ha_addr`.
-    async fn start_replication<T: Transport>(
-        self: &Arc<Self>,
-        transport: &T,
-        addr: SocketAddr,
-    ) -> Result<Option<RpcServer>> {
-        let Some(ha) = &self.ha else {
-            return Ok(None);
-        };
-        let listen =
-            ha.config().ha_listen.clone().unwrap_or_else(|| {
-                SocketAddr::new(addr.ip(), addr.port().wrapping_add(1)).to_string()
-            });
-        let server = ha::bind_port(self, transport, &listen).await?;
-        let advertised = ha.config().ha_advertised.clone().unwrap_or_else(|| {
-            let host = self.store_host().ip();
-            SocketAddr::new(host, server.local_addr().port()).to_string()
-        });
-        ha.set_ha_addr(advertised.clone());
-        tracing::info!(ha = %advertised, "replication port serving");
-        if !ha.config().controller_addrs.is_empty() {
-            // The controllers decide; until they answer, no role.
-        } else if self.config.broker_id == 0 {
-            let epoch = ha.epochs().last_epoch() + 1;
-            self.become_master(epoch).await?;
-        } else {
-            self.become_replica(ha.config().master_ha_addr.clone());
-        }
-        Ok(Some(server))
     }
 
     /// Periodic duties: interval flush and checkpoint, offset persistence,

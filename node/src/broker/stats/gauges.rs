@@ -95,7 +95,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
                 .sum(),
             acl_refused_total: acl.map(|a| a.refused()),
             acl_would_refuse_total: acl.map(|a| a.would_refuse()),
-            connections: self.connection_count(),
+            connections: self.stats().connections(),
             topics: self.topics().names().len() as u64,
         };
         snap
@@ -180,7 +180,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             epoch: ha.epochs().last_epoch(),
             ..ReplicationGauges::default()
         };
-        g.role = match ha.role() {
+        let role = match ha.role() {
             Role::Master { .. } => {
                 g.in_sync = ha.in_sync().len() as u64 + 1;
                 g.lag_bytes = ha
@@ -196,8 +196,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             }
             Role::Replica { .. } => "SLAVE",
             Role::Unknown => "UNKNOWN",
-        }
-        .to_owned();
+        };
+        role.clone_into(&mut g.role);
         Some(g)
     }
 }

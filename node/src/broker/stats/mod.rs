@@ -57,6 +57,8 @@ pub struct BrokerStats {
     recording: bool,
     /// What [`BrokerStats::topic_in`] hands out when not recording.
     sink: Arc<Traffic>,
+    /// The serving ports' live connections (set when the broker serves).
+    ports: std::sync::Mutex<Vec<sluice_net::LiveConnections>>,
 }
 
 /// A `(topic, group)`'s pulls: traffic, and per queue the offset after
@@ -114,7 +116,27 @@ impl BrokerStats {
             store,
             recording: true,
             sink: Arc::default(),
+            ports: std::sync::Mutex::default(),
         }
+    }
+
+    /// Counts the connections of `servers` (the broker's ports) from now on.
+    pub fn count_connections<'a>(&self, servers: impl Iterator<Item = &'a sluice_net::RpcServer>) {
+        let mut ports = self
+            .ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ports.extend(servers.map(sluice_net::RpcServer::live_connections));
+    }
+
+    /// Connections open now on the ports given to
+    /// [`BrokerStats::count_connections`].
+    pub fn connections(&self) -> u64 {
+        let ports = self
+            .ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ports.iter().map(|p| p.count() as u64).sum()
     }
 
     /// These stats recording nothing on the hot path when `recording` is
@@ -185,12 +207,15 @@ impl BrokerStats {
         self.dlq.get(group).add(1, bytes);
     }
 
-    /// One timer message delivered `late` after its due time.
-    pub fn timer_delivered(&self, late: Duration) {
+    /// Timer messages due at `due_ms` delivered at `now_ms` (wall ms).
+    pub fn timers_delivered(&self, now_ms: u64, due_ms: impl Iterator<Item = u64>) {
         if !self.recording {
             return;
         }
-        self.timer_lateness_us.record(late);
+        for due in due_ms {
+            let late = Duration::from_millis(now_ms.saturating_sub(due));
+            self.timer_lateness_us.record(late);
+        }
     }
 
     /// One answered request (called by the request table only).
@@ -481,7 +506,7 @@ mod tests {
         s.message_in(&s.topic_in("T"), 100);
         s.messages_out("T", "g", 0, 3, (3, 400));
         s.sent_to_dlq("g", 70);
-        s.timer_delivered(Duration::from_millis(5));
+        s.timers_delivered(10, [5].into_iter());
         let snap = s.snapshot();
         assert_eq!(snap.messages_in_total + snap.messages_out_total, 0);
         assert!(snap.topics_in.is_empty() && snap.groups_out.is_empty() && snap.dlq.is_empty());

@@ -287,13 +287,9 @@ async fn redeliver_batch<D: Disk, C: Clock>(
     units: &[Unit],
 ) -> Result<u64, String> {
     let mut msgs = Vec::with_capacity(units.len());
-    let mut due = Vec::with_capacity(units.len());
     for unit in units {
         match reput_input(b, unit) {
-            Ok(msg) => {
-                msgs.push(msg);
-                due.push(unit.due_ms);
-            }
+            Ok(msg) => msgs.push(msg),
             Err((e, topic)) => {
                 tracing::error!(error = %e, q = unit.queue_offset, "timer message dropped");
                 if let Some(t) = topic {
@@ -308,15 +304,9 @@ async fn redeliver_batch<D: Disk, C: Clock>(
     let topics: Vec<String> = msgs.iter().map(|m| m.topic.clone()).collect();
     match b.store().put_batch(msgs.clone(), false).await {
         Ok(_) => {
-            let now_ms = b.clock().wall_ms();
-            for due_ms in due {
-                let late = Duration::from_millis(now_ms.saturating_sub(due_ms));
-                b.stats().timer_delivered(late);
-            }
-            let mut g = b.timers().lock();
-            for t in &topics {
-                g.count(t, false);
-            }
+            b.stats()
+                .timers_delivered(b.clock().wall_ms(), units.iter().map(|u| u.due_ms));
+            b.timers().count_delivered(&topics);
             Ok(topics.len() as u64)
         }
         Err(StoreError::MessageRejected { .. } | StoreError::Encode(_)) => {

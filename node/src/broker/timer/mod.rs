@@ -183,6 +183,14 @@ impl<D: Disk> Timers<D> {
         })
     }
 
+    /// Counts one message of each of `topics` delivered (no longer pending).
+    fn count_delivered(&self, topics: &[String]) {
+        let mut g = self.lock();
+        for t in topics {
+            g.count(t, false);
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State<D>> {
         self.state.lock().expect("invariant: lock not poisoned")
     }
