@@ -56,6 +56,7 @@ pub(crate) async fn run<D: Disk, C: Clock, T: Transport>(b: Arc<Broker<D, C>>, t
         };
         match client.heartbeat(&heartbeat).await {
             Ok(view) => {
+                ha.lock().controller_leader = client.leader();
                 restarted = false;
                 failing = false;
                 if let Err(e) = follow_view(&b, ha, &view).await {

@@ -194,6 +194,8 @@ pub(crate) struct State {
     pub(crate) replica_held: CommitLogOffset,
     /// Where replicas reach this broker's HA port.
     pub(crate) ha_addr: String,
+    /// The controller leader last heard of (controller mode only).
+    pub(crate) controller_leader: Option<String>,
 }
 
 /// A broker's replication: configuration, role, epochs, and wake-ups.
@@ -224,6 +226,7 @@ impl Replication {
                 in_sync: BTreeSet::new(),
                 replica_held: CommitLogOffset::default(),
                 ha_addr: String::new(),
+                controller_leader: None,
             }),
             written: watch::channel(CommitLogOffset::default()).0,
             acks: watch::channel(0).0,
@@ -259,6 +262,12 @@ impl Replication {
 
     pub(crate) fn set_ha_addr(&self, addr: String) {
         self.lock().ha_addr = addr;
+    }
+
+    /// The controller leader this broker last heard of (`None`: fixed
+    /// roles, or no controller answered yet).
+    pub fn controller_leader(&self) -> Option<String> {
+        self.lock().controller_leader.clone()
     }
 
     /// The in-sync replicas (the master not included).

@@ -69,6 +69,8 @@ pub struct ReplicationGauges {
     pub in_sync: u64,
     /// Bytes the furthest-behind replica still lacks (masters only).
     pub lag_bytes: u64,
+    /// The controller leader last heard of (controller mode).
+    pub controller_leader: Option<String>,
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -178,6 +180,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let written = self.store().commit_log().written();
         let mut g = ReplicationGauges {
             epoch: ha.epochs().last_epoch(),
+            controller_leader: ha.controller_leader(),
             ..ReplicationGauges::default()
         };
         let role = match ha.role() {

@@ -407,6 +407,14 @@ impl Figures {
             "sluice_replication_role",
             "This broker's role (the labelled one is 1).",
         );
-        gauge(e, role, &[(vec![("role", r.role.clone())], 1)])
+        gauge(e, role, &[(vec![("role", r.role.clone())], 1)])?;
+        let Some(leader) = &r.controller_leader else {
+            return Ok(());
+        };
+        let help = (
+            "sluice_controller_leader",
+            "The controller leader this broker last heard of (the labelled one is 1).",
+        );
+        gauge(e, help, &[(vec![("leader", leader.clone())], 1)])
     }
 }

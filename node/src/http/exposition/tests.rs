@@ -134,3 +134,39 @@ fn label_values_are_escaped() {
     let text = encode(snap, &node());
     assert!(text.contains(r#"topic="a\"b\\c\nd""#), "{text}");
 }
+
+#[test]
+fn replication_figures_name_the_role_and_the_controller_leader() {
+    let snap = BrokerStatsSnapshot {
+        gauges: Gauges {
+            replication: Some(crate::broker::stats::ReplicationGauges {
+                role: "SYNC_MASTER".into(),
+                epoch: 7,
+                in_sync: 2,
+                lag_bytes: 512,
+                controller_leader: Some("10.0.0.9:9878".into()),
+            }),
+            ..Gauges::default()
+        },
+        ..BrokerStatsSnapshot::default()
+    };
+    let text = encode(snap, &node());
+    let role = ["role=\"SYNC_MASTER\""];
+    assert_eq!(sample(&text, "sluice_replication_role", &role), Some(1.0));
+    assert_eq!(sample(&text, "sluice_replication_epoch", &[]), Some(7.0));
+    assert_eq!(
+        sample(&text, "sluice_replication_in_sync_replicas", &[]),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&text, "sluice_replication_lag_bytes", &[]),
+        Some(512.0)
+    );
+    let leader = ["leader=\"10.0.0.9:9878\""];
+    assert_eq!(
+        sample(&text, "sluice_controller_leader", &leader),
+        Some(1.0)
+    );
+    let lone = encode(BrokerStatsSnapshot::default(), &node());
+    assert!(!lone.contains("sluice_replication") && !lone.contains("sluice_controller"));
+}
