@@ -46,7 +46,7 @@ struct Shared {
     limits: FrameLimits,
     close_on_timeout: bool,
     idle_timeout: Option<Duration>,
-    partial_frame_timeout: Option<Duration>,
+    frame_deadline: Option<Duration>,
     in_flight_max: usize,
     handlers_max: u32,
     next_opaque: AtomicI32,
@@ -93,7 +93,7 @@ impl ConnectionHandle {
                 limits: config.limits,
                 close_on_timeout: config.close_on_timeout,
                 idle_timeout: config.idle_timeout,
-                partial_frame_timeout: config.partial_frame_timeout,
+                frame_deadline: config.frame_deadline,
                 in_flight_max: config.in_flight_max,
                 handlers_max,
                 next_opaque: AtomicI32::new(1),
@@ -457,7 +457,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
 ) {
     let mut state = handle.shared.state.subscribe();
     let mut frames = FrameReader::new(reader, handle.shared.limits)
-        .with_partial_frame_timeout(handle.shared.partial_frame_timeout);
+        .with_frame_deadline(handle.shared.frame_deadline);
     loop {
         let next_frame = async {
             match handle.shared.idle_timeout {
