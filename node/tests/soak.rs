@@ -39,6 +39,10 @@ struct Counters {
     garbage_bytes: AtomicU64,
     unknown_code_frames: AtomicU64,
     unknown_code_answers: AtomicU64,
+    /// Slowest close of a garbage connection by the node, in ms (from
+    /// connecting to end of stream; includes TCP handshake retries when
+    /// the listen backlog overflows).
+    slowest_close_ms: AtomicU64,
 }
 
 /// The soft open-files limit of this process (the node inherits it).
@@ -116,6 +120,7 @@ fn garbage(rng: &mut Rng) -> Vec<u8> {
 async fn throw_garbage(addr: String, seed: u64, stop: Arc<AtomicBool>, counters: Arc<Counters>) {
     let mut rng = Rng(seed | 1);
     while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
         let Ok(mut s) = TcpStream::connect(&addr).await else {
             continue;
         };
@@ -124,11 +129,13 @@ async fn throw_garbage(addr: String, seed: u64, stop: Arc<AtomicBool>, counters:
             continue;
         }
         let mut sink = [0u8; 1024];
-        let drained = tokio::time::timeout(Duration::from_secs(5), async {
+        let drained = tokio::time::timeout(Duration::from_secs(20), async {
             while matches!(s.read(&mut sink).await, Ok(n) if n > 0) {}
         })
         .await;
         assert!(drained.is_ok(), "the node left a garbage connection open");
+        let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        counters.slowest_close_ms.fetch_max(took, Ordering::Relaxed);
         counters.garbage_connections.fetch_add(1, Ordering::Relaxed);
         counters
             .garbage_bytes
@@ -341,7 +348,7 @@ async fn report_and_check(
     println!(
         "soak: {} half-open connections opened in {:?} (node held {}; {} after the deadline, \
          {still_open} still open); garbage: {garbage} connections ({:.0}/s, {} bytes), {unknown} \
-         unknown-code frames ({:.0}/s, {answers} answered); {} round trips, slowest {:?}; \
+         unknown-code frames ({:.0}/s, {answers} answered), slowest garbage close {} ms; {} round trips, slowest {:?}; \
          RSS {} KiB at start, {} KiB max (bound {} KiB)",
         plan.half_open,
         f.opened_in,
@@ -350,6 +357,7 @@ async fn report_and_check(
         garbage as f64 / f.garbage_s,
         counters.garbage_bytes.load(Ordering::Relaxed),
         unknown as f64 / f.garbage_s,
+        counters.slowest_close_ms.load(Ordering::Relaxed),
         f.trips,
         f.slowest,
         f.rss_start,
