@@ -72,12 +72,15 @@ fn broker_connections(node: &Node) -> u64 {
     let url = format!("{}/metrics", node.http);
     let mut response = ureq::get(&url).call().expect("GET /metrics");
     let text = response.body_mut().read_to_string().expect("metrics body");
-    text.lines()
+    let value = text
+        .lines()
         .filter_map(|l| l.strip_prefix("sluice_connections"))
         .find(|rest| rest.starts_with([' ', '{']))
-        .and_then(|rest| rest.split_whitespace().last()?.parse::<f64>().ok())
-        .map(|v| v as u64)
-        .unwrap_or_else(|| panic!("no sluice_connections in /metrics:\n{text}"))
+        .and_then(|rest| rest.split_whitespace().last()?.parse::<u64>().ok());
+    let Some(value) = value else {
+        panic!("no sluice_connections in /metrics:\n{text}");
+    };
+    value
 }
 
 /// A small deterministic generator (xorshift64*), seeded per task.
@@ -299,7 +302,7 @@ async fn soak(plan: &Plan) {
     for task in tasks {
         task.await.expect("a garbage task failed");
     }
-    let garbage_s = started.elapsed().as_secs_f64();
+    let garbage_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report_and_check(
         plan,
         &node,
@@ -312,7 +315,7 @@ async fn soak(plan: &Plan) {
             slowest,
             held,
             opened_in,
-            garbage_s,
+            garbage_ms,
         },
     )
     .await;
@@ -325,7 +328,7 @@ struct Figures {
     slowest: Duration,
     held: u64,
     opened_in: Duration,
-    garbage_s: f64,
+    garbage_ms: u64,
 }
 
 async fn report_and_check(
@@ -353,16 +356,16 @@ async fn report_and_check(
     let answers = counters.unknown_code_answers.load(Ordering::Relaxed);
     println!(
         "soak: {} half-open connections opened in {:?} (node held {}; {} after the deadline, \
-         {still_open} still open); garbage: {garbage} connections ({:.0}/s, {} bytes), {unknown} \
-         unknown-code frames ({:.0}/s, {answers} answered), slowest garbage close {} ms; {} round trips, slowest {:?}; \
+         {still_open} still open); garbage: {garbage} connections ({}/s, {} bytes), {unknown} \
+         unknown-code frames ({}/s, {answers} answered), slowest garbage close {} ms; {} round trips, slowest {:?}; \
          RSS {} KiB at start, {} KiB max (bound {} KiB)",
         plan.half_open,
         f.opened_in,
         f.held,
         after,
-        garbage as f64 / f.garbage_s,
+        garbage * 1000 / f.garbage_ms,
         counters.garbage_bytes.load(Ordering::Relaxed),
-        unknown as f64 / f.garbage_s,
+        unknown * 1000 / f.garbage_ms,
         counters.slowest_close_ms.load(Ordering::Relaxed),
         f.trips,
         f.slowest,

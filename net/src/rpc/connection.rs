@@ -507,17 +507,15 @@ async fn read_loop<R: AsyncRead + Unpin>(
 /// should close: it closed meanwhile, or the peer read none of its answers
 /// for the idle timeout.
 async fn queue_when_room(handle: &ConnectionHandle, frame: Outbound) -> bool {
-    let send = handle.shared.outbound.send(frame);
-    match handle.shared.idle_timeout {
-        Some(idle) => match tokio::time::timeout(idle, send).await {
-            Ok(sent) => sent.is_ok(),
-            Err(_) => {
-                tracing::info!(peer = %handle.shared.peer, "closing connection: the peer reads none of its answers");
-                false
-            }
-        },
-        None => send.await.is_ok(),
+    let queued = handle.shared.outbound.send(frame);
+    let Some(idle) = handle.shared.idle_timeout else {
+        return queued.await.is_ok();
+    };
+    if let Ok(result) = tokio::time::timeout(idle, queued).await {
+        return result.is_ok();
     }
+    tracing::info!(peer = %handle.shared.peer, "closing connection: the peer reads none of its answers");
+    false
 }
 
 #[cfg(test)]
