@@ -24,7 +24,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = decode_batch(&bytes);
     if let Ok(props) = Properties::parse(data) {
         let again = Properties::parse(&props.encode()).expect("encoded properties parse");
-        assert_eq!(again.iter().collect::<Vec<_>>(), props.iter().collect::<Vec<_>>());
+        assert_eq!(
+            again.iter().collect::<Vec<_>>(),
+            props.iter().collect::<Vec<_>>()
+        );
         let _ = props.tags();
         let _ = props.uniq_key();
     }
