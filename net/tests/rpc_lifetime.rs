@@ -1,7 +1,7 @@
 //! Connection lifetime: idle connections are closed when
 //! `RpcConfig::idle_timeout` is set (and kept while traffic flows); a peer
 //! that begins a frame and stalls is closed after
-//! `RpcConfig::partial_frame_timeout`; a shut down client fails pending
+//! `RpcConfig::frame_deadline` (see also `frame_deadline.rs`); a shut down client fails pending
 //! calls and refuses new ones.
 
 use std::time::Duration;
@@ -52,7 +52,7 @@ async fn server_closes_connections_idle_past_the_timeout() {
 async fn server_closes_a_connection_that_stalls_inside_a_frame_but_keeps_a_quiet_one() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = echo_server(RpcConfig {
-        partial_frame_timeout: Some(Duration::from_millis(200)),
+        frame_deadline: Some(Duration::from_millis(200)),
         ..RpcConfig::default()
     })
     .await;
@@ -78,7 +78,7 @@ async fn server_closes_a_connection_that_stalls_inside_a_frame_but_keeps_a_quiet
         assert_eq!(n, 0, "a stalled frame gets no answer");
     }
     // The connection that sent nothing is not a stalled frame (that is the
-    // idle timeout's business, off here): it still works.
+    // idle timeout's business, 120 s by default): it still works.
     let frame = sluice_net::remoting::frame::encode_to_bytes(
         &RemotingCommand::request(1),
         &sluice_net::remoting::FrameLimits::default(),

@@ -20,7 +20,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = TopicRouteData::from_json(&cmd.body);
         let _ = sluice_net::body::decode::<HeartbeatData>(&cmd.body, "HeartbeatData");
         if let Ok(bytes) = frame::encode_to_bytes(&cmd, &FrameLimits::default()) {
-            let (again, _) = frame::decode_slice(&bytes, &FrameLimits::default()).expect("re-encoded frame decodes");
+            let (again, _) = frame::decode_slice(&bytes, &FrameLimits::default())
+                .expect("re-encoded frame decodes");
             assert_eq!(again, cmd);
         }
     }

@@ -46,7 +46,7 @@ struct Shared {
     limits: FrameLimits,
     close_on_timeout: bool,
     idle_timeout: Option<Duration>,
-    partial_frame_timeout: Option<Duration>,
+    frame_deadline: Option<Duration>,
     in_flight_max: usize,
     handlers_max: u32,
     next_opaque: AtomicI32,
@@ -93,7 +93,7 @@ impl ConnectionHandle {
                 limits: config.limits,
                 close_on_timeout: config.close_on_timeout,
                 idle_timeout: config.idle_timeout,
-                partial_frame_timeout: config.partial_frame_timeout,
+                frame_deadline: config.frame_deadline,
                 in_flight_max: config.in_flight_max,
                 handlers_max,
                 next_opaque: AtomicI32::new(1),
@@ -290,7 +290,12 @@ impl ConnectionHandle {
         self.close();
     }
 
-    fn dispatch(&self, cmd: RemotingCommand, handler: &Arc<dyn Handler>) {
+    /// Hands `cmd` to a waiting call or to `handler`. A response that is
+    /// ready at once but finds the outbound queue full is returned: the
+    /// reader must queue it before reading on, so a peer that sends
+    /// requests faster than it reads their answers is slowed by TCP instead
+    /// of piling answers up in memory.
+    fn dispatch(&self, cmd: RemotingCommand, handler: &Arc<dyn Handler>) -> Option<Outbound> {
         if cmd.is_response() {
             let waiter = self
                 .shared
@@ -307,7 +312,7 @@ impl ConnectionHandle {
                     tracing::debug!(peer = %self.shared.peer, opaque = cmd.opaque, "dropping response nobody awaits (late or unknown)");
                 }
             }
-            return;
+            return None;
         }
         let Ok(permit) = Arc::clone(&self.shared.handlers).try_acquire_owned() else {
             if !cmd.is_oneway() {
@@ -317,7 +322,7 @@ impl ConnectionHandle {
                     let _ = self.shared.outbound.try_send(Outbound::Frame(frame));
                 }
             }
-            return;
+            return None;
         };
         let (opaque, oneway, serialize_type) = (cmd.opaque, cmd.is_oneway(), cmd.serialize_type);
         let ctx = RequestContext {
@@ -331,17 +336,11 @@ impl ConnectionHandle {
         let mut cx = std::task::Context::from_waker(waker);
         if let std::task::Poll::Ready(response) = future.as_mut().poll(&mut cx) {
             drop(permit);
-            if let Some(frame) = self.response_frame(response, oneway, opaque, serialize_type) {
-                if let Err(mpsc::error::TrySendError::Full(frame)) =
-                    self.shared.outbound.try_send(frame)
-                {
-                    let handle = self.clone();
-                    tokio::spawn(async move {
-                        let _ = handle.shared.outbound.send(frame).await;
-                    });
-                }
-            }
-            return;
+            let frame = self.response_frame(response, oneway, opaque, serialize_type)?;
+            return match self.shared.outbound.try_send(frame) {
+                Err(mpsc::error::TrySendError::Full(frame)) => Some(frame),
+                _ => None,
+            };
         }
         let handle = self.clone();
         tokio::spawn(async move {
@@ -351,6 +350,7 @@ impl ConnectionHandle {
             }
             drop(permit);
         });
+        None
     }
 
     /// Encodes a handler's response (none for oneway requests); a response
@@ -457,7 +457,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
 ) {
     let mut state = handle.shared.state.subscribe();
     let mut frames = FrameReader::new(reader, handle.shared.limits)
-        .with_partial_frame_timeout(handle.shared.partial_frame_timeout);
+        .with_frame_deadline(handle.shared.frame_deadline);
     loop {
         let next_frame = async {
             match handle.shared.idle_timeout {
@@ -475,7 +475,13 @@ async fn read_loop<R: AsyncRead + Unpin>(
             break;
         };
         match next {
-            Ok(Some(cmd)) => handle.dispatch(cmd, &handler),
+            Ok(Some(cmd)) => {
+                if let Some(frame) = handle.dispatch(cmd, &handler) {
+                    if !queue_when_room(&handle, frame).await {
+                        break;
+                    }
+                }
+            }
             Ok(None) => {
                 tracing::debug!(peer = %handle.shared.peer, "peer closed the connection");
                 break;
@@ -495,4 +501,75 @@ async fn read_loop<R: AsyncRead + Unpin>(
         }
     }
     handle.close();
+}
+
+/// Queues a response the reader held back; false when the connection
+/// should close: it closed meanwhile, or the peer read none of its answers
+/// for the idle timeout.
+async fn queue_when_room(handle: &ConnectionHandle, frame: Outbound) -> bool {
+    let queued = handle.shared.outbound.send(frame);
+    let Some(idle) = handle.shared.idle_timeout else {
+        return queued.await.is_ok();
+    };
+    if let Ok(result) = tokio::time::timeout(idle, queued).await {
+        return result.is_ok();
+    }
+    tracing::info!(peer = %handle.shared.peer, "closing connection: the peer reads none of its answers");
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+    use crate::rpc::HandlerTable;
+    use crate::transport::Socket;
+
+    /// A peer that pipelines requests and never reads an answer: the
+    /// connection stops reading once its outbound queue and the stream are
+    /// full, so the answers held in memory stay bounded (before, every
+    /// answer that found the queue full was parked in a task of its own).
+    #[tokio::test]
+    async fn a_peer_that_never_reads_answers_is_slowed_not_buffered() {
+        let handled = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&handled);
+        let table =
+            HandlerTable::new().with(1, move |_ctx: RequestContext, _req: RemotingCommand| {
+                counter.fetch_add(1, Ordering::Relaxed);
+                async { Some(RemotingCommand::success()) }
+            });
+        let (ours, mut theirs) = tokio::io::duplex(4096);
+        let (reader, writer) = tokio::io::split(ours);
+        let socket = Socket {
+            reader,
+            writer,
+            peer_addr: "127.0.0.1:1".parse().expect("addr"),
+        };
+        let config = RpcConfig {
+            outbound_queue_frames: 8,
+            ..RpcConfig::default()
+        };
+        let _handle = ConnectionHandle::spawn(socket, Arc::new(table), &config, None);
+        let request = frame::encode_to_bytes(&RemotingCommand::request(1), &FrameLimits::default())
+            .expect("encodable");
+        let sent = 20_000;
+        let pipelined = tokio::time::timeout(Duration::from_secs(2), async {
+            for _ in 0..sent {
+                theirs.write_all(&request).await.expect("write");
+            }
+        })
+        .await;
+        assert!(
+            pipelined.is_err(),
+            "the connection read every request of a peer that reads nothing"
+        );
+        let handled = handled.load(Ordering::Relaxed);
+        assert!(
+            handled < 2_000,
+            "{handled} requests handled, their answers held in memory"
+        );
+    }
 }

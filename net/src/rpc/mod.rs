@@ -71,22 +71,32 @@ pub struct RpcConfig {
     /// a segment never recovers (turmoil has no retransmit, and a real peer
     /// may have vanished), so the next call should dial afresh.
     pub close_on_timeout: bool,
-    /// Close a connection on which nothing arrives for this long. RocketMQ
-    /// servers use 120 s (clients heartbeat every 30 s); `None` never closes.
+    /// Close a connection on which no frame arrives for this long: a peer
+    /// that vanished without a FIN (a half-open connection) or never speaks
+    /// holds no task or buffer forever. RocketMQ closes a channel idle for
+    /// 120 s on both sides (`serverChannelMaxIdleTimeSeconds`,
+    /// `clientChannelMaxIdleTimeSeconds`) and its clients heartbeat every
+    /// broker every 30 s, so the same default closes no working connection.
+    /// `None` never closes.
     pub idle_timeout: Option<Duration>,
-    /// Close a connection whose peer began a frame and sent nothing more of
-    /// it for this long (half a frame, then silence: a slow-loris or a
-    /// half-open peer would otherwise hold its buffer and task forever).
-    /// A whole frame of the largest size arrives in well under this on any
-    /// working link.
-    pub partial_frame_timeout: Option<Duration>,
+    /// Close a connection whose peer began a frame and has not completed it
+    /// this long after its first byte (half a frame, then silence; or a
+    /// frame dribbled a byte at a time). The deadline is for the whole
+    /// frame, however the bytes are paced, so a slow-loris peer cannot
+    /// stretch it. At the 30 s default a frame of the largest default size
+    /// (16 MiB) needs 4.5 Mbit/s; raise it for slower links. `None` waits
+    /// forever.
+    pub frame_deadline: Option<Duration>,
     /// Credentials an [`RpcClient`] signs every request it sends with
     /// (RocketMQ ACL 1.0); `None` sends requests unsigned.
     pub credentials: Option<crate::Credentials>,
 }
 
-/// The default [`RpcConfig::partial_frame_timeout`].
-pub const PARTIAL_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default [`RpcConfig::frame_deadline`].
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The default [`RpcConfig::idle_timeout`] (RocketMQ's channel idle time).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for RpcConfig {
     fn default() -> Self {
@@ -97,8 +107,8 @@ impl Default for RpcConfig {
             handlers_in_flight_max: 16_384,
             outbound_queue_frames: 4_096,
             close_on_timeout: true,
-            idle_timeout: None,
-            partial_frame_timeout: Some(PARTIAL_FRAME_TIMEOUT),
+            idle_timeout: Some(IDLE_TIMEOUT),
+            frame_deadline: Some(FRAME_DEADLINE),
             credentials: None,
         }
     }

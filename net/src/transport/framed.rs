@@ -4,6 +4,7 @@
 //! large or chunked bodies by reference with vectored writes (no copy).
 
 use std::io::{self, IoSlice};
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -28,7 +29,11 @@ pub struct FrameReader<R> {
     inner: R,
     buf: BytesMut,
     limits: FrameLimits,
-    partial_frame_timeout: Option<Duration>,
+    frame_deadline: Option<Duration>,
+    /// Fires `frame_deadline` after the buffered frame's first byte arrived;
+    /// `None` while no frame is begun. Kept across calls to
+    /// [`FrameReader::next`], so a cancelled read does not restart it.
+    frame_timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -38,16 +43,18 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner,
             buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
             limits,
-            partial_frame_timeout: None,
+            frame_deadline: None,
+            frame_timer: None,
         }
     }
 
-    /// Fails a read once a frame has been begun and no byte of it arrived
-    /// for `timeout`: a peer that sends half a frame and idles (a slow-loris
-    /// client, a half-open connection) holds no buffer forever.
+    /// Fails a read once a frame is not complete `deadline` after its first
+    /// byte arrived: a peer that sends half a frame and idles (a half-open
+    /// connection) or dribbles it a byte at a time (a slow-loris client)
+    /// holds no buffer or task past the deadline, however it paces bytes.
     #[must_use]
-    pub fn with_partial_frame_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.partial_frame_timeout = timeout;
+    pub fn with_frame_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.frame_deadline = deadline;
         self
     }
 
@@ -57,27 +64,29 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub async fn next(&mut self) -> Result<Option<RemotingCommand>, Error> {
         loop {
             if let Some(cmd) = frame::decode(&mut self.buf, &self.limits)? {
+                // Bytes left over begin the next frame: its timer starts on
+                // the next call.
+                self.frame_timer = None;
                 return Ok(Some(cmd));
             }
             if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
                 self.buf.reserve(READ_CHUNK_BYTES);
             }
-            let read = match (self.partial_frame_timeout, self.buf.is_empty()) {
-                (Some(limit), false) => {
-                    tokio::time::timeout(limit, self.inner.read_buf(&mut self.buf))
-                        .await
-                        .map_err(|_| {
-                            io::Error::new(
-                                io::ErrorKind::TimedOut,
-                                format!(
-                                    "a frame stalled after {} bytes for {} ms",
-                                    self.buf.len(),
-                                    limit.as_millis()
-                                ),
-                            )
-                        })??
-                }
-                _ => self.inner.read_buf(&mut self.buf).await?,
+            if let (Some(limit), None, false) =
+                (self.frame_deadline, &self.frame_timer, self.buf.is_empty())
+            {
+                self.frame_timer = Some(Box::pin(tokio::time::sleep(limit)));
+            }
+            let read = match self.frame_timer.as_mut() {
+                Some(timer) => tokio::select! {
+                    biased;
+                    read = self.inner.read_buf(&mut self.buf) => Some(read?),
+                    () = timer.as_mut() => None,
+                },
+                None => Some(self.inner.read_buf(&mut self.buf).await?),
+            };
+            let Some(read) = read else {
+                return Err(self.deadline_passed());
             };
             if read == 0 {
                 if self.buf.is_empty() {
@@ -93,6 +102,18 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 .into());
             }
         }
+    }
+
+    fn deadline_passed(&self) -> Error {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "a frame was not complete {} ms after its first byte ({} bytes buffered)",
+                self.frame_deadline.map_or(0, |d| d.as_millis()),
+                self.buf.len()
+            ),
+        )
+        .into()
     }
 }
 
