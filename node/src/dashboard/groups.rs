@@ -6,16 +6,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::html::{
-    csrf_field, error_box, esc, format_time, num, parse_form, parse_time, table, url,
-};
+use super::html::{csrf_field, error_box, esc, format_time, num, parse_time, table, url};
 use super::wire::{groups, lag, members, total};
-use super::{Ctx, Dash};
+use super::{Ctx, Dash, Posted};
 
 pub(super) async fn list(State(d): State<Arc<Dash>>, headers: HeaderMap) -> Response {
     let ctx = match d.page_ctx(&headers) {
@@ -132,17 +129,7 @@ fn reset_form(ctx: &Ctx, group: &str, topics: &BTreeSet<&str>) -> String {
     )
 }
 
-pub(super) async fn reset(
-    State(d): State<Arc<Dash>>,
-    headers: HeaderMap,
-    Path(group): Path<String>,
-    body: Bytes,
-) -> Response {
-    let form = parse_form(&body);
-    let ctx = match d.post_ctx(&headers, &form) {
-        Ok((_, c)) => c,
-        Err(r) => return *r,
-    };
+pub(super) async fn reset(Path(group): Path<String>, Posted { form, ctx, .. }: Posted) -> Response {
     let topic = form.get("topic").map_or("", |t| t.trim());
     let title = format!("Reset {group}");
     let Some(time) = form.get("time").and_then(|t| parse_time(t)) else {

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -16,7 +15,7 @@ use sluice_core::message::DLQ_GROUP_TOPIC_PREFIX;
 
 use super::html::{csrf_field, error_box, esc, format_time, num, parse_form, table, url};
 use super::wire::{message_at, resend_to_retry};
-use super::{Ctx, Dash};
+use super::{Ctx, Dash, Posted};
 
 /// Most body characters (UTF-8) or bytes (hex) shown.
 const PREVIEW_CHARS: usize = 4096;
@@ -175,16 +174,7 @@ pub(super) async fn page(
     ctx.page("Messages", &body)
 }
 
-pub(super) async fn resend(
-    State(d): State<Arc<Dash>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = parse_form(&body);
-    let ctx = match d.post_ctx(&headers, &form) {
-        Ok((_, c)) => c,
-        Err(r) => return *r,
-    };
+pub(super) async fn resend(Posted { form, ctx, .. }: Posted) -> Response {
     let id = form.get("id").map_or("", String::as_str);
     let topic = form.get("topic").map_or("", String::as_str);
     let body = match ctx.admin.view_message(id, Some(topic)).await {

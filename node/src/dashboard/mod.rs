@@ -278,6 +278,35 @@ impl Dash {
     }
 }
 
+/// A POST whose form was read and whose session and CSRF token were
+/// checked: the one gate every change passes through (a request that
+/// fails it is answered before the handler runs).
+pub(crate) struct Posted {
+    /// The form's fields.
+    pub form: BTreeMap<String, String>,
+    /// The session's context.
+    pub ctx: Ctx,
+    /// The session's id.
+    pub session: String,
+}
+
+impl axum::extract::FromRequest<Arc<Dash>> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        d: &Arc<Dash>,
+    ) -> Result<Self, Self::Rejection> {
+        let headers = request.headers().clone();
+        let body = Bytes::from_request(request, d)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let form = html::parse_form(&body);
+        let (session, ctx) = d.post_ctx(&headers, &form).map_err(|r| *r)?;
+        Ok(Self { form, ctx, session })
+    }
+}
+
 fn disabled() -> Response {
     respond(
         StatusCode::FORBIDDEN,
@@ -381,13 +410,8 @@ async fn login(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> R
     }
 }
 
-async fn logout(State(d): State<Arc<Dash>>, headers: HeaderMap, body: Bytes) -> Response {
-    let form = html::parse_form(&body);
-    let id = match d.post_ctx(&headers, &form) {
-        Ok((id, _)) => id,
-        Err(r) => return *r,
-    };
-    let removed = lock(&d.sessions).remove(&id);
+async fn logout(State(d): State<Arc<Dash>>, posted: Posted) -> Response {
+    let removed = lock(&d.sessions).remove(&posted.session);
     if let Some(admin) = removed.and_then(|s| s.admin) {
         tokio::spawn(async move { admin.client().shutdown().await });
     }

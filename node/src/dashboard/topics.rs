@@ -5,7 +5,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -13,7 +12,7 @@ use sluice_client::admin::TopicOptions;
 
 use super::html::{csrf_field, error_box, esc, num, parse_form, table, url};
 use super::wire::{queue_offsets, total, QueueRow};
-use super::{lock, Dash};
+use super::{lock, Dash, Posted};
 
 /// Samples older than this give no rate.
 const SAMPLE_MAX_AGE_MS: u64 = 10 * 60 * 1000;
@@ -122,16 +121,7 @@ fn create_form(csrf: &str) -> String {
     )
 }
 
-pub(super) async fn create(
-    State(d): State<Arc<Dash>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = parse_form(&body);
-    let ctx = match d.post_ctx(&headers, &form) {
-        Ok((_, c)) => c,
-        Err(r) => return *r,
-    };
+pub(super) async fn create(Posted { form, ctx, .. }: Posted) -> Response {
     let topic = form.get("topic").map_or("", |t| t.trim());
     let queues = form
         .get("queues")
@@ -181,16 +171,7 @@ pub(super) async fn confirm_delete(
     ctx.page("Delete topic", &body)
 }
 
-pub(super) async fn delete(
-    State(d): State<Arc<Dash>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = parse_form(&body);
-    let ctx = match d.post_ctx(&headers, &form) {
-        Ok((_, c)) => c,
-        Err(r) => return *r,
-    };
+pub(super) async fn delete(Posted { form, ctx, .. }: Posted) -> Response {
     let topic = form.get("topic").map_or("", String::as_str);
     let body = match ctx.admin.delete_topic(topic).await {
         Ok(()) => format!(
