@@ -15,6 +15,7 @@
 //! - `stats`  — the store's figures and the shared latency histogram
 //! - `store`  — `MessageStore`, the broker's facade: put, get, query, recovery, retention
 
+pub mod civil;
 pub mod clock;
 pub mod disk;
 pub mod error;

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::hex;
 use super::record::{corrupt, DecodeError};
+use crate::civil::{civil_from_days, days_from_civil};
 
 /// Length of a `UNIQ_KEY` made from an IPv4 address.
 pub const UNIQ_KEY_V4_CHARS: usize = 2 * (4 + 2 + 4 + 4 + 2);
@@ -15,34 +16,10 @@ pub const UNIQ_KEY_V6_CHARS: usize = 2 * (16 + 2 + 4 + 4 + 2);
 
 const DAY_MS: u64 = 86_400_000;
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The (year, month) of a day count since 1970-01-01 (Hinnant's `civil_from_days`).
-fn year_month_from_days(days: i64) -> (i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month)
-}
-
 /// Start of the UTC month holding `wall_ms`, and start of the next month.
 fn month_bounds_ms(wall_ms: u64) -> (u64, u64) {
     let days = i64::try_from(wall_ms / DAY_MS).expect("invariant: u64::MAX / DAY_MS fits i64");
-    let (year, month) = year_month_from_days(days);
+    let (year, month, _) = civil_from_days(days);
     let (next_year, next_month) = if month == 12 {
         (year + 1, 1)
     } else {
