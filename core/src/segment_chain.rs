@@ -22,6 +22,9 @@ pub(crate) struct SegmentChain<D: Disk> {
     dir: String,
     segment_bytes: u64,
     segments: RwLock<BTreeMap<u64, Arc<D::Seg>>>,
+    /// Warm every segment this chain creates ([`Segment::warm`]): set for
+    /// the CommitLog, whose group commit syncs each segment many times.
+    warm: bool,
 }
 
 impl<D: Disk> SegmentChain<D> {
@@ -65,7 +68,24 @@ impl<D: Disk> SegmentChain<D> {
             dir: dir.to_owned(),
             segment_bytes,
             segments: RwLock::new(segments),
+            warm: false,
         })
+    }
+
+    /// This chain warms the segments it creates and those `warm_at` names.
+    pub(crate) fn warming(mut self) -> Self {
+        self.warm = true;
+        self
+    }
+
+    /// Warms the segment holding `offset` from there on, if it exists and
+    /// the chain warms.
+    pub(crate) fn warm_at(&self, offset: u64) {
+        if self.warm {
+            if let Some(seg) = self.get(offset) {
+                seg.warm(offset - self.segment_start(offset));
+            }
+        }
     }
 
     /// The fixed size of every segment.
@@ -117,6 +137,9 @@ impl<D: Disk> SegmentChain<D> {
         );
         map.insert(start, Arc::clone(&seg));
         drop(map);
+        if self.warm {
+            seg.warm(0);
+        }
         let next = start + self.segment_bytes;
         self.disk
             .prepare_segment(&join(&self.dir, &segment_name(next)), self.segment_bytes);

@@ -94,7 +94,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// ends; recovery calls [`CommitLog::resume`] once it knows.
     pub(crate) fn open(disk: D, clock: C, dir: &str, segment_bytes: u64) -> Result<Self> {
         Ok(Self {
-            chain: SegmentChain::open(disk, dir, segment_bytes)?,
+            chain: SegmentChain::open(disk, dir, segment_bytes)?.warming(),
             clock,
             writer: Mutex::new(Writer {
                 pos: 0,
@@ -125,6 +125,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         w.last_store_ms = last_store_ms;
         self.written.store(end, Ordering::Release);
         self.durability = GroupCommit::new(end);
+        // The tail segment of a reopened log may never have been warmed.
+        self.chain.warm_at(end);
     }
 
     pub(crate) fn chain(&self) -> &SegmentChain<D> {

@@ -9,9 +9,9 @@ use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
@@ -20,6 +20,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::alloc::{self, allocate, allocate_cold};
 use super::check_path;
 use super::{Disk, DiskSpace, Segment};
 
@@ -155,12 +156,14 @@ impl MmapDisk {
         run_on(&self.inner.sync_jobs, job).await
     }
 
-    fn segment(&self, path: PathBuf, map: MmapRaw) -> MmapSegment {
+    fn segment(&self, path: PathBuf, map: MmapRaw, warm: bool) -> MmapSegment {
         MmapSegment {
             size_bytes: map.len() as u64,
             map: Arc::new(map),
             path,
             sync_jobs: self.inner.sync_jobs.clone(),
+            alloc_jobs: self.inner.alloc_jobs.clone(),
+            warm: Arc::new(AtomicBool::new(warm)),
         }
     }
 }
@@ -210,6 +213,7 @@ impl Disk for MmapDisk {
         }
         let dir = parent(&abs);
         ensure_dir(&self.inner.root, dir)?;
+        // A prepared segment was warmed with its allocation.
         let prepared = match self.inner.preps.take(path) {
             Some(Prep::Ready { len: ready, map }) if ready == len => Some(map),
             Some(Prep::Ready { .. }) => {
@@ -218,8 +222,8 @@ impl Disk for MmapDisk {
             }
             Some(Prep::Pending | Prep::Failed) | None => None,
         };
-        let (tmp, map) = if let Some(map) = prepared {
-            (hidden(&abs, PREP_PREFIX), map)
+        let (tmp, map, warm) = if let Some(map) = prepared {
+            (hidden(&abs, PREP_PREFIX), map, true)
         } else {
             // Not prepared ahead (the first segment of a fresh store, an
             // index file): allocate now and let appends fault their own
@@ -228,11 +232,12 @@ impl Disk for MmapDisk {
             // (~8 s), and doing it in the background stalled the first
             // seconds of service instead (seconds-long sends when several
             // nodes start at once). Later segments are prepared ahead and
-            // pre-faulted off the hot path.
+            // pre-faulted off the hot path. The CommitLog asks for this one
+            // to be warmed (`Segment::warm`), a chunk at a time.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
             let map = allocate_cold(&tmp, len, map_len)?;
-            (tmp, map)
+            (tmp, map, false)
         };
         // `hard_link` refuses to replace an existing name, unlike `rename`,
         // so a racing creator gets AlreadyExists instead of a lost segment.
@@ -240,7 +245,7 @@ impl Disk for MmapDisk {
         remove_if_exists(&tmp)?;
         linked?;
         sync_dir(dir)?;
-        Ok(self.segment(abs, map))
+        Ok(self.segment(abs, map, warm))
     }
 
     fn prepare_segment(&self, path: &str, len: u64) {
@@ -297,7 +302,9 @@ impl Disk for MmapDisk {
         let map_len = check_len(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{path} is empty")))?;
         let map = MmapOptions::new().len(map_len).map_raw(&file)?;
-        Ok(Some(self.segment(abs, map)))
+        // Whether an existing file was ever warmed is unknown: `warm` does
+        // it again if the store asks.
+        Ok(Some(self.segment(abs, map, false)))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {
@@ -412,6 +419,9 @@ pub struct MmapSegment {
     size_bytes: u64,
     path: PathBuf,
     sync_jobs: mpsc::Sender<Job>,
+    alloc_jobs: mpsc::Sender<Job>,
+    /// Warmed, or its warming queued (see `disk::warm`).
+    warm: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for MmapSegment {
@@ -507,51 +517,19 @@ impl Segment for MmapSegment {
         let map = Arc::clone(&self.map);
         run_on(&self.sync_jobs, move || map.flush_range(off, len)).await
     }
-}
 
-/// Creates `path` (which must not exist), allocates all `len` bytes so
-/// writes never hit a hole, syncs it and maps it pre-faulted.
-fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
-    let map = allocate_cold(path, len, map_len)?;
-    prefault(&map);
-    Ok(map)
-}
-
-/// Like [`allocate`] without the pre-faulting.
-fn allocate_cold(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    let result = fallocate(&file, len)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| MmapOptions::new().len(map_len).map_raw(&file));
-    if result.is_err() {
-        // Best effort: the caller reports the first error, not this one.
-        let _ = fs::remove_file(path);
+    /// Queues the warming on the allocator thread, once per segment; it
+    /// stops early if the segment is dropped.
+    fn warm(&self, off: u64) {
+        if self.warm.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let map = Arc::downgrade(&self.map);
+        let from = usize::try_from(off.min(self.size_bytes)).unwrap_or(0);
+        let _ = self
+            .alloc_jobs
+            .send(Box::new(move || alloc::warm_while_alive(&map, from)));
     }
-    result
-}
-
-/// Faults every page of `map` in writable, as RocketMQ's warmMappedFile
-/// does, so appends never take a page fault. (`MAP_POPULATE` would map
-/// shared file pages read-only: the first store to each page would still
-/// fault, ~0.4 µs per KiB appended.) Older kernels lack the advice: ignore.
-fn prefault(map: &MmapRaw) {
-    let _ = map.advise(memmap2::Advice::PopulateWrite);
-}
-
-fn fallocate(file: &File, len: u64) -> io::Result<()> {
-    let len = libc::off_t::try_from(len).map_err(|_| invalid(format!("size {len} too large")))?;
-    // SAFETY: the descriptor is valid and owned by `file` for the whole call;
-    // posix_fallocate touches no memory of ours.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
-    // posix_fallocate returns the error number instead of setting errno.
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
 }
 
 /// Creates the missing directories between `root` and `dir`, syncing each
@@ -607,7 +585,7 @@ fn check_len(len: u64) -> io::Result<usize> {
     }
 }
 
-fn invalid(msg: String) -> io::Error {
+pub(super) fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 

@@ -10,6 +10,7 @@ use std::io;
 
 use bytes::Bytes;
 
+mod alloc;
 mod mmap;
 
 pub use mmap::{MmapDisk, MmapSegment, SMALL_FILE_BYTES_MAX};
@@ -65,6 +66,15 @@ pub trait Segment: Send + Sync + 'static {
     /// the range's durable state is unknown: callers must fence themselves,
     /// never retry and acknowledge (fsyncgate semantics).
     fn sync(&self, off: u64, len: u64) -> impl Future<Output = io::Result<()>> + Send;
+
+    /// A hint that this segment will be synced often from now on, from
+    /// `off` to its end (the CommitLog's segment at its write position): a
+    /// production disk makes those blocks real, off the hot path, so that
+    /// each sync writes data only. Changes no byte; the default does
+    /// nothing.
+    fn warm(&self, off: u64) {
+        let _ = off;
+    }
 }
 
 /// Fails when `[off, off + len)` is not inside a segment of `size` bytes.

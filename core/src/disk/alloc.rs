@@ -1,0 +1,123 @@
+//! Warming a mapped segment so that a sync carries data only.
+//!
+//! `posix_fallocate` reserves a segment's blocks as *unwritten* extents: the
+//! file reads as zeros without the zeros ever being written. The first
+//! writeback of each block then converts its extent to written, a metadata
+//! change that makes that page's `msync` wait for a journal commit. On this
+//! project's test machine (ext4) a sync that reaches a page never synced
+//! before took 1.5–3.2 ms against 0.1–0.3 ms for one that only rewrites
+//! synced pages, so a single `SYNC_FLUSH` writer paid the journal on two
+//! syncs out of three (docs/benchmarks.md, issue 20).
+//!
+//! Warming faults each page in writable (`MADV_POPULATE_WRITE`, which
+//! marks it dirty without changing a byte) and syncs it, chunk by chunk:
+//! the zeros reach the disk once, off the hot path, and every later sync of
+//! the segment is a plain data write — what RocketMQ's `warmMappedFile`
+//! achieves by writing zeros. Neither step changes the mapping's contents,
+//! so warming may run while the store appends to the same segment.
+#![allow(unsafe_code)]
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::Weak;
+
+use memmap2::{Advice, MmapOptions, MmapRaw};
+
+use super::mmap::invalid;
+
+/// Bytes warmed per step: small enough that a sync of the hot path queued
+/// behind one step waits only a few milliseconds.
+const CHUNK_BYTES: usize = 8 << 20;
+
+/// Alignment of `madvise` and `msync` ranges (memmap2 aligns offsets too;
+/// rounding here keeps the first chunk's end on a chunk boundary).
+const PAGE_BYTES: usize = 4096;
+
+/// Warms all of `map` (a segment nobody uses yet).
+pub(super) fn warm(map: &MmapRaw) -> io::Result<()> {
+    let mut off = 0;
+    while off < map.len() {
+        off = warm_chunk(map, off)?;
+    }
+    Ok(())
+}
+
+/// Warms a segment in use, from `from` (rounded down to a page) to its end,
+/// unless it is dropped first. Runs on the allocator thread; a failure only
+/// leaves the rest cold. Below `from` the store has written already:
+/// faulting those pages in would read them and syncing them write them
+/// again, for nothing.
+pub(super) fn warm_while_alive(map: &Weak<MmapRaw>, from: usize) {
+    let mut off = from - from % PAGE_BYTES;
+    loop {
+        // Hold the mapping only for one step, so a dropped segment (rolled
+        // away by retention, or a store shutting down) stops the warming.
+        let Some(map) = map.upgrade() else { return };
+        if off >= map.len() {
+            return;
+        }
+        match warm_chunk(&map, off) {
+            Ok(next) => off = next,
+            Err(err) => {
+                tracing::debug!(%err, "segment warming stopped; later syncs may be slower");
+                return;
+            }
+        }
+    }
+}
+
+/// Warms `[off, off + CHUNK_BYTES)` (clipped) and returns where it ended.
+fn warm_chunk(map: &MmapRaw, off: usize) -> io::Result<usize> {
+    let len = (CHUNK_BYTES - off % CHUNK_BYTES).min(map.len() - off);
+    // Older kernels lack the advice: the sync then converts only the pages
+    // already dirty, which is still correct.
+    let _ = map.advise_range(Advice::PopulateWrite, off, len);
+    map.flush_range(off, len)?;
+    Ok(off + len)
+}
+
+/// Creates `path` (which must not exist), allocates all `len` bytes so
+/// writes never hit a hole, syncs it and maps it pre-faulted and warmed
+/// (`disk::warm`): appends never take a page fault, as with RocketMQ's
+/// warmMappedFile (`MAP_POPULATE` would map shared file pages read-only, so
+/// the first store to each page would still fault, ~0.4 µs per KiB), and
+/// syncs never convert an extent.
+pub(super) fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
+    let map = allocate_cold(path, len, map_len)?;
+    if let Err(err) = warm(&map) {
+        let _ = fs::remove_file(path);
+        return Err(err);
+    }
+    Ok(map)
+}
+
+/// Like [`allocate`] without the pre-faulting.
+pub(super) fn allocate_cold(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    let result = fallocate(&file, len)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| MmapOptions::new().len(map_len).map_raw(&file));
+    if result.is_err() {
+        // Best effort: the caller reports the first error, not this one.
+        let _ = fs::remove_file(path);
+    }
+    result
+}
+
+fn fallocate(file: &File, len: u64) -> io::Result<()> {
+    let len = libc::off_t::try_from(len).map_err(|_| invalid(format!("size {len} too large")))?;
+    // SAFETY: the descriptor is valid and owned by `file` for the whole call;
+    // posix_fallocate touches no memory of ours.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    // posix_fallocate returns the error number instead of setting errno.
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
