@@ -22,9 +22,6 @@ pub(crate) struct SegmentChain<D: Disk> {
     dir: String,
     segment_bytes: u64,
     segments: RwLock<BTreeMap<u64, Arc<D::Seg>>>,
-    /// Warm every segment this chain creates ([`Segment::warm`]): set for
-    /// the CommitLog, whose group commit syncs each segment many times.
-    warm: bool,
 }
 
 impl<D: Disk> SegmentChain<D> {
@@ -68,24 +65,22 @@ impl<D: Disk> SegmentChain<D> {
             dir: dir.to_owned(),
             segment_bytes,
             segments: RwLock::new(segments),
-            warm: false,
         })
     }
 
-    /// This chain warms the segments it creates and those `warm_at` names.
-    pub(crate) fn warming(mut self) -> Self {
-        self.warm = true;
-        self
-    }
-
-    /// Warms the segment holding `offset` from there on, if it exists and
-    /// the chain warms.
-    pub(crate) fn warm_at(&self, offset: u64) {
-        if self.warm {
-            if let Some(seg) = self.get(offset) {
-                seg.warm(offset - self.segment_start(offset));
-            }
+    /// Asks the disk to warm `[from, to)` ([`Segment::warm`]), clipped to
+    /// the segment holding `from`; returns where the request ended (`from`
+    /// itself when that segment does not exist yet).
+    pub(crate) fn warm(&self, from: u64, to: u64) -> u64 {
+        let start = self.segment_start(from);
+        let Some(seg) = self.get(from) else {
+            return from;
+        };
+        let end = to.min(start + self.segment_bytes);
+        if end > from {
+            seg.warm(from - start, end - from);
         }
+        end.max(from)
     }
 
     /// The fixed size of every segment.
@@ -137,9 +132,6 @@ impl<D: Disk> SegmentChain<D> {
         );
         map.insert(start, Arc::clone(&seg));
         drop(map);
-        if self.warm {
-            seg.warm(0);
-        }
         let next = start + self.segment_bytes;
         self.disk
             .prepare_segment(&join(&self.dir, &segment_name(next)), self.segment_bytes);

@@ -15,6 +15,8 @@ use sluice_core::{FlushMode, MessageStore, StoreConfig, SystemClock};
 use support::{block_on, msg};
 
 const SEG_BYTES: u64 = 32 << 20;
+/// The CommitLog's warming window (`WARM_AHEAD_BYTES`).
+const WINDOW: u64 = 64 << 20;
 
 /// `(first block, blocks)` of each unwritten extent of `path`, in file
 /// blocks; `None` when `filefrag` is unavailable.
@@ -50,29 +52,39 @@ fn observable(cold: &Path) -> bool {
     }
 }
 
-/// Polls until `path` has no unwritten extent at or after `from_block`.
+/// The unwritten extents of `path` that overlap blocks `[lo, hi)`.
+fn unwritten_within(path: &Path, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+    unwritten(path)
+        .expect("filefrag ran before")
+        .into_iter()
+        .filter(|&(start, len)| start < hi && start + len > lo)
+        .collect()
+}
+
+/// Polls until blocks `[lo, hi)` of `path` hold no unwritten extent, and
+/// returns what is left there (empty on success).
 #[expect(
     clippy::disallowed_methods,
     reason = "waits for the production disk's allocator thread in real time"
 )]
-fn wait_written_from(path: &Path, from_block: u64) -> Vec<(u64, u64)> {
+fn wait_written(path: &Path, lo: u64, hi: u64) -> Vec<(u64, u64)> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let ext = unwritten(path).expect("filefrag ran before");
-        let above: Vec<_> = ext
-            .iter()
-            .copied()
-            .filter(|&(start, len)| start + len > from_block)
-            .collect();
-        if above.is_empty() || Instant::now() > deadline {
-            return above;
+        let left = unwritten_within(path, lo, hi);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
+/// File blocks of 4 KiB in `bytes`.
+const fn blocks(bytes: u64) -> u64 {
+    bytes / 4096
+}
+
 #[test]
-fn warming_a_cold_segment_converts_its_extents_and_keeps_its_bytes() {
+fn warming_converts_just_the_range_asked_for_and_keeps_the_bytes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
     let seg = disk.create_segment("cold", SEG_BYTES).expect("create");
@@ -81,50 +93,41 @@ fn warming_a_cold_segment_converts_its_extents_and_keeps_its_bytes() {
         return;
     }
     seg.write_at(100, b"written before warming").expect("write");
-    // Warm from 16 MiB: the first half stays as it was.
-    seg.warm(16 << 20);
+    let (lo, hi) = (16 << 20, 24 << 20);
+    seg.warm(lo, hi - lo);
     // Appends keep going while the warming runs.
-    seg.write_at((16 << 20) + 5, b"written while warming")
+    seg.write_at(lo + 5, b"written while warming")
         .expect("write");
     assert_eq!(
-        wait_written_from(&path, 4096),
+        wait_written(&path, blocks(lo), blocks(hi)),
         vec![],
-        "second half converted"
+        "the range asked for is converted"
     );
-    let below = unwritten(&path).expect("filefrag");
     assert!(
-        below.iter().any(|&(start, _)| start < 4096),
-        "warming started below its offset: {below:?}"
+        !unwritten_within(&path, 0, blocks(lo)).is_empty(),
+        "below the range: untouched"
+    );
+    assert!(
+        !unwritten_within(&path, blocks(hi), blocks(SEG_BYTES)).is_empty(),
+        "above the range: untouched"
     );
     assert_eq!(
         &seg.slice(100, 22).expect("read")[..],
         b"written before warming"
     );
     assert_eq!(
-        &seg.slice((16 << 20) + 5, 21).expect("read")[..],
+        &seg.slice(lo + 5, 21).expect("read")[..],
         b"written while warming"
     );
 }
 
 #[test]
-fn prepared_segments_are_warm_when_created() {
+fn the_commit_log_warms_a_window_ahead_of_its_writes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = MmapDisk::new(dir.path()).expect("disk");
-    drop(disk.create_segment("probe", 1 << 20).expect("create"));
-    if !observable(&dir.path().join("probe")) {
-        return;
-    }
-    disk.prepare_segment("ready", SEG_BYTES);
-    let _seg = disk.create_segment("ready", SEG_BYTES).expect("create");
-    assert_eq!(unwritten(&dir.path().join("ready")), Some(vec![]));
-}
-
-#[test]
-fn the_commit_log_warms_its_first_segment_while_it_serves() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let segment = 4 * WINDOW;
     let cfg = StoreConfig {
         flush_mode: FlushMode::Sync,
-        commit_log_segment_bytes: SEG_BYTES,
+        commit_log_segment_bytes: segment,
         ..StoreConfig::for_tests()
     };
     let disk = MmapDisk::new(dir.path()).expect("disk");
@@ -136,8 +139,12 @@ fn the_commit_log_warms_its_first_segment_while_it_serves() {
     block_on(store.put(msg("T", 0, b"first", None, None), true)).expect("put");
     let log = dir.path().join("commitlog").join("00000000000000000000");
     assert_eq!(
-        wait_written_from(&log, 0),
+        wait_written(&log, 0, blocks(WINDOW)),
         vec![],
-        "commit log segment warmed"
+        "the window ahead of the first write is converted"
+    );
+    assert!(
+        !unwritten_within(&log, blocks(2 * WINDOW), blocks(segment)).is_empty(),
+        "the rest of the segment waits until the writes come near"
     );
 }

@@ -28,6 +28,10 @@ use crate::stats::StoreStats;
 use group_commit::GroupCommit;
 use scan::{step_in, Step};
 
+/// Bytes of CommitLog warmed ahead of the write position (see
+/// `disk::alloc`): at 1 KiB per sync, 64 Ki records of runway.
+const WARM_AHEAD_BYTES: u64 = 64 << 20;
+
 /// Size of the end-of-segment blank record.
 pub const BLANK_RECORD_BYTES: u64 = 8;
 
@@ -67,6 +71,8 @@ struct Writer {
     /// Next queue offset per topic and queue id (RocketMQ's topicQueueTable).
     queue_next: BTreeMap<String, BTreeMap<i32, u64>>,
     last_store_ms: i64,
+    /// End of the range already handed to the disk to warm.
+    warmed_to: u64,
 }
 
 /// The sequential log.
@@ -94,12 +100,13 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// ends; recovery calls [`CommitLog::resume`] once it knows.
     pub(crate) fn open(disk: D, clock: C, dir: &str, segment_bytes: u64) -> Result<Self> {
         Ok(Self {
-            chain: SegmentChain::open(disk, dir, segment_bytes)?.warming(),
+            chain: SegmentChain::open(disk, dir, segment_bytes)?,
             clock,
             writer: Mutex::new(Writer {
                 pos: 0,
                 queue_next: BTreeMap::new(),
                 last_store_ms: 0,
+                warmed_to: 0,
             }),
             written: AtomicU64::new(0),
             durability: GroupCommit::new(0),
@@ -125,8 +132,6 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         w.last_store_ms = last_store_ms;
         self.written.store(end, Ordering::Release);
         self.durability = GroupCommit::new(end);
-        // The tail segment of a reopened log may never have been warmed.
-        self.chain.warm_at(end);
     }
 
     pub(crate) fn chain(&self) -> &SegmentChain<D> {
@@ -291,7 +296,27 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         }
         w.pos += len64;
         w.last_store_ms = store_ms;
+        self.warm_ahead(w);
         Ok(appended)
+    }
+
+    /// Moves the write position to `end` and publishes it.
+    fn advance_to(&self, w: &mut Writer, end: u64) {
+        w.pos = end;
+        self.warm_ahead(w);
+        self.written.store(end, Ordering::Release);
+    }
+
+    /// Keeps at least half of [`WARM_AHEAD_BYTES`] warmed ahead of the
+    /// write position ([`crate::disk::Segment::warm`]), so group commits
+    /// sync blocks that are already allocated on disk. A range in the next
+    /// segment is asked for once that segment exists.
+    fn warm_ahead(&self, w: &mut Writer) {
+        if w.warmed_to >= w.pos + WARM_AHEAD_BYTES / 2 {
+            return;
+        }
+        let from = w.warmed_to.max(w.pos);
+        w.warmed_to = self.chain.warm(from, w.pos + WARM_AHEAD_BYTES);
     }
 
     /// Waits until every byte below `end` is durable (group commit).
@@ -514,9 +539,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
                 .insert(queue_id, next);
         }
         w.last_store_ms = last_ms;
-        w.pos = end;
-        self.written.store(w.pos, Ordering::Release);
-        Ok(w.pos)
+        self.advance_to(&mut w, end);
+        Ok(end)
     }
 
     /// Moves the write position back to `to` (a unit boundary): the bytes
@@ -526,6 +550,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         let mut w = self.lock_writer();
         w.pos = to;
         w.queue_next = queue_next;
+        w.warmed_to = w.warmed_to.min(to);
         self.written.store(to, Ordering::Release);
         self.durability.rewind(to);
     }

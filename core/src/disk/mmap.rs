@@ -11,7 +11,6 @@ use std::io::{self, Write};
 use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
@@ -156,14 +155,13 @@ impl MmapDisk {
         run_on(&self.inner.sync_jobs, job).await
     }
 
-    fn segment(&self, path: PathBuf, map: MmapRaw, warm: bool) -> MmapSegment {
+    fn segment(&self, path: PathBuf, map: MmapRaw) -> MmapSegment {
         MmapSegment {
             size_bytes: map.len() as u64,
             map: Arc::new(map),
             path,
             sync_jobs: self.inner.sync_jobs.clone(),
             alloc_jobs: self.inner.alloc_jobs.clone(),
-            warm: Arc::new(AtomicBool::new(warm)),
         }
     }
 }
@@ -213,7 +211,6 @@ impl Disk for MmapDisk {
         }
         let dir = parent(&abs);
         ensure_dir(&self.inner.root, dir)?;
-        // A prepared segment was warmed with its allocation.
         let prepared = match self.inner.preps.take(path) {
             Some(Prep::Ready { len: ready, map }) if ready == len => Some(map),
             Some(Prep::Ready { .. }) => {
@@ -222,8 +219,8 @@ impl Disk for MmapDisk {
             }
             Some(Prep::Pending | Prep::Failed) | None => None,
         };
-        let (tmp, map, warm) = if let Some(map) = prepared {
-            (hidden(&abs, PREP_PREFIX), map, true)
+        let (tmp, map) = if let Some(map) = prepared {
+            (hidden(&abs, PREP_PREFIX), map)
         } else {
             // Not prepared ahead (the first segment of a fresh store, an
             // index file): allocate now and let appends fault their own
@@ -232,12 +229,12 @@ impl Disk for MmapDisk {
             // (~8 s), and doing it in the background stalled the first
             // seconds of service instead (seconds-long sends when several
             // nodes start at once). Later segments are prepared ahead and
-            // pre-faulted off the hot path. The CommitLog asks for this one
-            // to be warmed (`Segment::warm`), a chunk at a time.
+            // pre-faulted off the hot path. The CommitLog has the range
+            // ahead of its writes warmed (`Segment::warm`) as it goes.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
             let map = allocate_cold(&tmp, len, map_len)?;
-            (tmp, map, false)
+            (tmp, map)
         };
         // `hard_link` refuses to replace an existing name, unlike `rename`,
         // so a racing creator gets AlreadyExists instead of a lost segment.
@@ -245,7 +242,7 @@ impl Disk for MmapDisk {
         remove_if_exists(&tmp)?;
         linked?;
         sync_dir(dir)?;
-        Ok(self.segment(abs, map, warm))
+        Ok(self.segment(abs, map))
     }
 
     fn prepare_segment(&self, path: &str, len: u64) {
@@ -302,9 +299,7 @@ impl Disk for MmapDisk {
         let map_len = check_len(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{path} is empty")))?;
         let map = MmapOptions::new().len(map_len).map_raw(&file)?;
-        // Whether an existing file was ever warmed is unknown: `warm` does
-        // it again if the store asks.
-        Ok(Some(self.segment(abs, map, false)))
+        Ok(Some(self.segment(abs, map)))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {
@@ -420,8 +415,6 @@ pub struct MmapSegment {
     path: PathBuf,
     sync_jobs: mpsc::Sender<Job>,
     alloc_jobs: mpsc::Sender<Job>,
-    /// Warmed, or its warming queued (see `disk::warm`).
-    warm: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for MmapSegment {
@@ -518,17 +511,16 @@ impl Segment for MmapSegment {
         run_on(&self.sync_jobs, move || map.flush_range(off, len)).await
     }
 
-    /// Queues the warming on the allocator thread, once per segment; it
-    /// stops early if the segment is dropped.
-    fn warm(&self, off: u64) {
-        if self.warm.swap(true, Ordering::AcqRel) {
+    /// Queues the warming on the allocator thread; it stops early if the
+    /// segment is dropped. A range outside the segment is ignored.
+    fn warm(&self, off: u64, len: u64) {
+        let Ok((off, len)) = self.range(off, len) else {
             return;
-        }
+        };
         let map = Arc::downgrade(&self.map);
-        let from = usize::try_from(off.min(self.size_bytes)).unwrap_or(0);
         let _ = self
             .alloc_jobs
-            .send(Box::new(move || alloc::warm_while_alive(&map, from)));
+            .send(Box::new(move || alloc::warm_while_alive(&map, off, len)));
     }
 }
 

@@ -67,13 +67,12 @@ pub trait Segment: Send + Sync + 'static {
     /// never retry and acknowledge (fsyncgate semantics).
     fn sync(&self, off: u64, len: u64) -> impl Future<Output = io::Result<()>> + Send;
 
-    /// A hint that this segment will be synced often from now on, from
-    /// `off` to its end (the CommitLog's segment at its write position): a
-    /// production disk makes those blocks real, off the hot path, so that
-    /// each sync writes data only. Changes no byte; the default does
-    /// nothing.
-    fn warm(&self, off: u64) {
-        let _ = off;
+    /// A hint that `[off, off + len)` will soon be written and synced
+    /// often (the CommitLog just ahead of its write position): a production
+    /// disk makes those blocks real, off the hot path, so that each sync
+    /// writes data only. Changes no byte; the default does nothing.
+    fn warm(&self, off: u64, len: u64) {
+        let _ = (off, len);
     }
 }
 
