@@ -53,9 +53,10 @@ pub fn unavailable() -> Option<String> {
 }
 
 /// The run's configuration from the environment: `SLUICE_CHAOS_SEED`
-/// (default [`SEED_DEFAULT`]) and `SLUICE_CHAOS_SECONDS` (fault time
-/// beyond the first round, which injects every class once; default 0, the
-/// bounded CI mode).
+/// (default [`SEED_DEFAULT`]) and `SLUICE_CHAOS_SECONDS` (how long the
+/// fault schedule runs; it always has the first round, which injects every
+/// class once in about 90 s; default 0: that round alone, the bounded CI
+/// mode).
 pub fn config_from_env() -> ChaosConfig {
     let var = |name: &str| {
         std::env::var(name)

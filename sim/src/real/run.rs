@@ -19,7 +19,8 @@ use crate::oracle::{check, stored_twice, OracleConfig, Verdict};
 pub struct ChaosConfig {
     /// The schedule's seed.
     pub seed: u64,
-    /// Fault time beyond the first round (every class once), in ms.
+    /// How long the fault schedule runs, in ms (it always has its first
+    /// round, every class once).
     pub budget_ms: u64,
     /// Sequential producers.
     pub producers: u32,
@@ -233,6 +234,11 @@ impl Report {
                 None => {
                     let _ = writeln!(out, "  {class:?}: {n}");
                 }
+            }
+        }
+        for e in &self.entries {
+            if let Event::Fault { fault } = &e.event {
+                let _ = writeln!(out, "  {:>7} ms  {fault}", e.at_ms);
             }
         }
         for f in &self.failed_steps {
