@@ -167,6 +167,20 @@ pub enum Injected {
         /// The half it sent last.
         id: MessageId,
     },
+    /// A real-process chaos run (`real`) injected a fault of `class`.
+    Real {
+        /// The fault class (`real::schedule::Class`), by name.
+        class: String,
+        /// What was done, to which process.
+        what: String,
+    },
+    /// A real-process chaos run healed a fault of `class`.
+    RealHealed {
+        /// The fault class, by name.
+        class: String,
+        /// What was healed, on which process.
+        what: String,
+    },
 }
 
 impl std::fmt::Display for Injected {
@@ -178,6 +192,8 @@ impl std::fmt::Display for Injected {
             Self::ProducerDied { producer, id } => {
                 write!(f, "producer {producer} dies right after the half of {id}")
             }
+            Self::Real { class, what } => write!(f, "{class}: {what}"),
+            Self::RealHealed { class, what } => write!(f, "{class} healed: {what}"),
         }
     }
 }

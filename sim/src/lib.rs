@@ -23,6 +23,8 @@
 //!   their logs after it.
 //! - [`run`]: one run of a `scenarios::Plan`: safety phase, drain, verdict.
 //! - [`seeds`]: committed seed lists, `SIM_SEED`/`SIM_SEEDS`, replay commands.
+//! - [`real`]: real chaos: `sluice-node` processes in network namespaces
+//!   under real faults, their history judged by the same oracle.
 //! - [`sweep`]: the seeded swarm sweep: one swarm seed judged as its
 //!   scenario test would, fault classes that fired, summaries, shrinking.
 
@@ -40,6 +42,7 @@ pub mod history;
 pub mod member_crash;
 mod nemesis;
 pub mod oracle;
+pub mod real;
 mod replica_group;
 pub mod routes;
 pub mod run;
