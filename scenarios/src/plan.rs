@@ -13,11 +13,13 @@ mod mutants;
 mod retry;
 #[cfg(test)]
 mod tests;
+mod transactions;
 
 pub use disk::OFFSET_PERSIST_MS;
 
 /// What the producers do.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[expect(clippy::struct_excessive_bools, reason = "independent switches")]
 pub struct Workload {
     /// Sequential producers, each on its own client host.
     pub producers: u32,
@@ -54,6 +56,9 @@ pub struct Workload {
     /// Name servers of the cluster (1: the default single one). With more,
     /// brokers register with, and clients ask, every one of them.
     pub namesrvs: u32,
+    /// With transactions: some ENDs are sent again, or only, seconds later
+    /// (to the group's master then), and an END that failed is re-sent.
+    pub late_ends: bool,
 }
 
 /// Messages of a workload that are not simply stored for now.
@@ -93,6 +98,8 @@ pub struct BrokerTuning {
     pub mutant_no_stats: bool,
     /// Mutant: the dedupe window is not rebuilt on restart or promotion.
     pub mutant_dedupe_not_rebuilt: bool,
+    /// Mutant: the "already committed?" lookup of a transaction misses.
+    pub mutant_commit_lookup_misses: bool,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -159,6 +166,7 @@ fn workload(seed: u64) -> Workload {
         deferral: Deferral::Off,
         drain_wait_ms: 0,
         namesrvs: 1,
+        late_ends: false,
     }
 }
 
@@ -390,37 +398,6 @@ impl Plan {
         }
         faults.sort_by_key(|f| f.at_ms);
         workload.drain_wait_ms = DELAY_MS_MAX + back_ms + 2_000;
-        Self::new(seed, workload, faults, None)
-    }
-
-    /// Scenario `transactions_across_crashes`: 2–3 producers of one group
-    /// send every message as a transaction (a half, then commit or roll
-    /// back as decided up front; some ended twice, some left to the
-    /// broker's check-back). Per seed (swarm style) the broker loses power
-    /// and restarts once or twice, between halves and their ends, and/or
-    /// the first producer dies right after a half, so another member of
-    /// the group must answer its check-back. Every committed transaction
-    /// whose half was acknowledged is read exactly once; no rolled-back
-    /// one is ever read.
-    pub fn transactions(seed: u64) -> Self {
-        let mut workload = workload(seed);
-        workload.deferral = Deferral::Transactions;
-        workload.producers = workload.producers.max(2);
-        let mut rng = substream(seed, Salt::Faults);
-        let window_ms = workload.expected_ms().max(60);
-        let mut faults = Vec::new();
-        if rng.random_bool(0.7) {
-            let mut at_ms = 0;
-            for _ in 0..rng.random_range(1..=2) {
-                at_ms += rng.random_range(20..=window_ms);
-                push_crash(&mut faults, at_ms, true);
-                at_ms += rng.random_range(50..=2_000);
-                push_restart(&mut faults, at_ms);
-            }
-        }
-        // Check-backs come 1–1.5 s after a half is left open (see the sim's
-        // broker settings); leave time for them and for a restart.
-        workload.drain_wait_ms = 6_000;
         Self::new(seed, workload, faults, None)
     }
 

@@ -75,12 +75,21 @@ pub enum Family {
     /// [`Plan::replica_clock_skew`]: replicas' clocks stepped and drifting
     /// across a failover with delayed messages.
     ReplicaClockSkew,
+    /// [`Plan::producer_retry_across_restart`]: retried sends whose first
+    /// attempt was stored before a broker restart (the dedupe window).
+    ProducerRetryAcrossRestart,
+    /// [`Plan::transaction_ends`]: duplicate and late ENDs across slow
+    /// syncs and crashes.
+    TransactionEnds,
+    /// [`Plan::transaction_ends_failover`]: duplicate and late ENDs across
+    /// a failover.
+    TransactionEndsFailover,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 22] = [
+pub const FAMILIES: [(Family, u32); 25] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -103,10 +112,13 @@ pub const FAMILIES: [(Family, u32); 22] = [
     (Family::NamesrvPartition, 1),
     (Family::ConsumerCrash, 1),
     (Family::ReplicaClockSkew, 1),
+    (Family::ProducerRetryAcrossRestart, 2),
+    (Family::TransactionEnds, 2),
+    (Family::TransactionEndsFailover, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 35;
+pub const WEIGHT_TOTAL: u32 = 40;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -134,6 +146,9 @@ impl Family {
             Self::NamesrvPartition => "namesrv_partition_stale_routes",
             Self::ConsumerCrash => "consumer_crash_during_rebalance",
             Self::ReplicaClockSkew => "replica_clock_skew",
+            Self::ProducerRetryAcrossRestart => "producer_retry_across_restart",
+            Self::TransactionEnds => "transaction_duplicate_ends",
+            Self::TransactionEndsFailover => "transaction_duplicate_ends_failover",
         }
     }
 
@@ -164,6 +179,9 @@ impl Family {
             Self::NamesrvPartition => Plan::namesrv_partition(seed),
             Self::ConsumerCrash => Plan::consumer_crash(seed),
             Self::ReplicaClockSkew => Plan::replica_clock_skew(seed),
+            Self::ProducerRetryAcrossRestart => Plan::producer_retry_across_restart(seed),
+            Self::TransactionEnds => Plan::transaction_ends(seed),
+            Self::TransactionEndsFailover => Plan::transaction_ends_failover(seed),
         }
     }
 
@@ -177,7 +195,8 @@ impl Family {
             | Self::ReplicaPartitionAsync
             | Self::Failover
             | Self::IsolatedMaster
-            | Self::ReplicaClockSkew => Flush::Async,
+            | Self::ReplicaClockSkew
+            | Self::TransactionEndsFailover => Flush::Async,
             Self::BrokerCrash
             | Self::BrokerCrashGarbageSectors
             | Self::FsyncEio
@@ -194,7 +213,9 @@ impl Family {
             | Self::ConsumeQueueLost
             | Self::OffsetsLostInCrash
             | Self::NamesrvPartition
-            | Self::ConsumerCrash => Flush::Sync,
+            | Self::ConsumerCrash
+            | Self::ProducerRetryAcrossRestart
+            | Self::TransactionEnds => Flush::Sync,
         }
     }
 

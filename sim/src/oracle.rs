@@ -16,6 +16,7 @@ mod group;
 pub mod replicas;
 mod skips;
 mod timing;
+mod transactions;
 pub use dedupe::stored_twice;
 pub use group::{check_group, GroupBounds};
 pub use skips::skipped_deliveries;
@@ -157,6 +158,14 @@ pub enum Violation {
         id: MessageId,
         /// Where it was read.
         at: (i32, u64),
+    },
+    /// A committed transaction stored in its real topic more than once: a
+    /// duplicate, late or check-back END committed it again.
+    CommittedTwice {
+        /// The message.
+        id: MessageId,
+        /// Where it was read.
+        at: Vec<(i32, u64)>,
     },
     /// A delayed message was read before its delay had passed (less the
     /// forward steps of the broker's clock).
@@ -311,6 +320,7 @@ pub fn check(events: &[Event], config: OracleConfig) -> Verdict {
         .filter_map(Event::planned_fault)
         .any(Fault::crashes_a_host);
     violations.extend(check_reads(&sends, &reads, crashed));
+    violations.extend(transactions::committed_twice(&sends, &reads));
     if config.acked_must_survive {
         violations.extend(check_acks(&sends, &ack_order, &positions, &reads));
     }
@@ -445,7 +455,8 @@ fn reads(events: &[Event]) -> (Positions, Reads, Vec<Violation>) {
 
 /// No message read that was never sent or that definitely failed; no
 /// duplicate without an indeterminate send (or, for a delayed message, a
-/// broker crash).
+/// broker crash). A committed transaction read twice is judged by
+/// `oracle::transactions`, indeterminate half or not.
 fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads, crashed: bool) -> Vec<Violation> {
     let mut out = Vec::new();
     for (id, at) in reads {
@@ -475,7 +486,10 @@ fn check_reads(sends: &BTreeMap<MessageId, Send>, reads: &Reads, crashed: bool) 
                 id: id.clone(),
                 at: first,
             });
-        } else if at.len() > 1 && !(send.kind == Kind::Delayed && crashed) {
+        } else if at.len() > 1
+            && send.kind != Kind::Committed
+            && !(send.kind == Kind::Delayed && crashed)
+        {
             out.push(Violation::Duplicate {
                 id: id.clone(),
                 at: at.iter().copied().collect(),

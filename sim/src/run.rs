@@ -272,6 +272,7 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
     config.store.mutant_shifted_rebuild = plan.tuning.mutant_shifted_rebuild;
     config.stats = !plan.tuning.mutant_no_stats;
     config.mutant_dedupe_not_rebuilt = plan.tuning.mutant_dedupe_not_rebuilt;
+    config.mutant_commit_lookup_misses = plan.tuning.mutant_commit_lookup_misses;
     if plan.workload.deferral == Deferral::Transactions {
         config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
         config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;

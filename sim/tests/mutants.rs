@@ -18,6 +18,11 @@
 //! - A broker that does not rebuild its dedupe window of retried sends on
 //!   restart must be caught storing a retry twice when the retry crosses a
 //!   restart (`StoredTwice`).
+//! - A broker whose "already committed?" lookup of a transaction misses
+//!   must be caught storing a committed transaction twice
+//!   (`CommittedTwice`) when a late END or a check-back meets a commit
+//!   that survived a crash without its op record (apache/rocketmq #5574),
+//!   within [`TRANSACTION_SEEDS_MAX`] seeds of `transaction_duplicate_ends`.
 //! - A broker that records no stats must be caught undercounting the
 //!   messages clients saw acknowledged and read (its figures are what
 //!   `/metrics` exports).
@@ -30,6 +35,9 @@ use sluice_core::FlushMode;
 
 /// Each mutant must be caught within this many seeds.
 const SEEDS_MAX: u64 = 8;
+/// The bound for the transaction mutant: its window (a crash tearing a
+/// commit from its op record) needs the right crash, not just any.
+const TRANSACTION_SEEDS_MAX: u64 = 100;
 
 /// The first seed whose run, built by `plan` (broker crashes or
 /// failovers), loses or moves an acknowledged message under `flush_mode`.
@@ -205,5 +213,25 @@ fn oracle_catches_a_dedupe_window_not_rebuilt_after_a_restart() {
     assert!(
         !stored_twice(&Plan::producer_retry_across_restart(seed)),
         "the rebuilt window stores a retry twice on seed {seed}"
+    );
+}
+
+#[test]
+fn oracle_catches_a_transaction_committed_again_after_a_crash() {
+    let committed_twice = |plan: &Plan| {
+        run_verdict(plan, FlushMode::Sync)
+            .expect("simulation runs")
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::CommittedTwice { .. }))
+    };
+    let caught = (0..TRANSACTION_SEEDS_MAX)
+        .find(|&seed| committed_twice(&Plan::transaction_ends(seed).with_commit_lookup_missing()));
+    let Some(seed) = caught else {
+        panic!("a missing commit lookup survived {TRANSACTION_SEEDS_MAX} seeds of late ENDs");
+    };
+    assert!(
+        !committed_twice(&Plan::transaction_ends(seed)),
+        "the unbroken broker commits a transaction twice on seed {seed}"
     );
 }

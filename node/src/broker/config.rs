@@ -124,6 +124,12 @@ pub struct BrokerConfig {
     /// The simulation's mutant, never set in production: the dedupe window
     /// is not rebuilt from the CommitLog on open or promotion.
     pub mutant_dedupe_not_rebuilt: bool,
+    /// The simulation's mutant, never set in production: the "already
+    /// committed?" lookup of a transaction (`transaction/committed.rs`)
+    /// always misses, so a transaction whose commit survived a crash
+    /// without its op record is committed again by a late END or a
+    /// check-back (apache/rocketmq #5574).
+    pub mutant_commit_lookup_misses: bool,
 }
 
 impl Default for BrokerConfig {
@@ -172,6 +178,7 @@ impl Default for BrokerConfig {
             dedupe_window_ms: 600_000,
             dedupe_window_keys: 100_000,
             mutant_dedupe_not_rebuilt: false,
+            mutant_commit_lookup_misses: false,
         }
     }
 }

@@ -131,9 +131,17 @@ async fn named_half<D: Disk, C: Clock>(
     let at = CommitLogOffset::from_wire("commitLogOffset", h.commit_log_offset)
         .map_err(|e| format!("[sluice] {e}"))?;
     let mut raw = b.store().read_at(at).ok().flatten();
-    if raw.is_none() && at < b.store().commit_log().written() {
-        // Written but not visible yet (a WAIT=false half in SYNC flush).
+    let written = b.store().commit_log().written();
+    if raw.is_none() && at < written {
+        // Written but not visible yet: a copy the check task re-put with
+        // WAIT=false, not yet flushed (SYNC flush) or not yet held by the
+        // in-sync set (SYNC replication, whose gate hides it). A producer
+        // answering the check can be faster than both; wait as a send
+        // would (bounded by the replication timeout), then read again.
         let _ = b.store().flush().await;
+        if let Some(ha) = b.replication() {
+            let _ = ha.await_replicated(written, written).await;
+        }
         raw = b.store().read_at(at).ok().flatten();
     }
     let not_found = || {

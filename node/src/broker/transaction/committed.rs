@@ -19,6 +19,9 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     /// True when the real message of the transaction `origin` (whose
     /// half `rec` is) is already stored.
     pub(crate) fn commit_already_stored(&self, rec: &StoredRecord, origin: u64) -> bool {
+        if self.config().mutant_commit_lookup_misses {
+            return false;
+        }
         let Ok(props) = Properties::parse(strip_seal(&rec.properties)) else {
             return false;
         };
