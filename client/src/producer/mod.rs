@@ -142,8 +142,16 @@ struct Prepared {
 impl<T: Transport, C: Clock> Producer<T, C> {
     /// A producer on `client`; starts the client's background loop.
     pub fn new(client: ClientInstance<T, C>, config: ProducerConfig) -> Self {
-        let unique = client.next_uniq_key();
-        let id = producer_id(config.producer_id_prefix.as_deref(), &unique);
+        // Without stamps no id is drawn, so such a producer's keys and
+        // records are exactly what they were before stamps existed.
+        let id = if config.sequence_stamps {
+            producer_id(
+                config.producer_id_prefix.as_deref(),
+                &client.next_uniq_key(),
+            )
+        } else {
+            String::new()
+        };
         client.register_producer(&config.group);
         client.start();
         let seed = java_string_hash(client.client_id()).unsigned_abs() as usize;

@@ -121,6 +121,14 @@ impl DedupeWindow {
         }
     }
 
+    /// The window and lanes `config` asks for.
+    pub fn of(config: &super::BrokerConfig) -> Self {
+        Self::new(config.dedupe_window_ms, config.dedupe_window_keys).with_sequences(
+            config.dedupe_producer_lanes,
+            config.dedupe_sequences_rebuild_ms,
+        )
+    }
+
     /// Also checks stamped sends' numbers, in at most `lanes_max` lanes
     /// (0: off), rebuilt on open from the records of the last
     /// `rebuild_ms` (or of the window, if longer). Off while the window is.

@@ -147,11 +147,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let broker = Arc::new(Self {
             stats: handlers::stats(&store, &config),
-            dedupe: dedupe::DedupeWindow::new(config.dedupe_window_ms, config.dedupe_window_keys)
-                .with_sequences(
-                    config.dedupe_producer_lanes,
-                    config.dedupe_sequences_rebuild_ms,
-                ),
+            dedupe: dedupe::DedupeWindow::of(&config),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,
