@@ -8,7 +8,9 @@
 //! - `new_stamped`: the same for a Sluice producer's message — also the
 //!   stamp parsed from its properties, its lane checked and recorded;
 //! - `retry_hit`: a retry whose key is in the window (answered from it);
-//! - `retry_past_window`: a stamped retry found by its number only.
+//! - `retry_past_window`: a stamped retry found by its number only;
+//! - `parse_properties`: the parse `new_stamped` includes, which the send
+//!   path does once per message anyway (subtract it).
 //!
 //! Run: `cargo bench -p sluice-node --bench dedupe`.
 
@@ -85,6 +87,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % KEYS;
             send_new(&w, &keys[i], None, i, 1);
+        });
+    });
+    c.bench_function("parse_properties", |b| {
+        b.iter(|| {
+            i = (i + 1) % KEYS;
+            black_box(Properties::parse(black_box(&props[i])).expect("props"));
         });
     });
     let w = full();
