@@ -32,6 +32,10 @@
 //! stats = true                      # false: record nothing on the hot path (to measure its cost)
 //! dedupe_window_ms = 600000         # a retried send (same UNIQ_KEY) stored this recently is not
 //! dedupe_window_keys = 100000       # stored again; at most this many keys (0: no dedupe)
+//! dedupe_producer_lanes = 10000     # Sluice producers' numbered sends: exact beyond the window
+//! dedupe_sequences_rebuild_ms = 600000 # log read on open to rebuild them (if longer than the window)
+//! frame_deadline_ms = 30000         # close a connection that began a frame and stalled (0: never)
+//! idle_timeout_ms = 120000          # close a connection silent this long (0: never)
 //!
 //! # TLS on every port this broker serves (absent: plain), and on its own
 //! # dials (name servers, master, controllers) when `ca` or `insecure` is set.
@@ -255,6 +259,14 @@ pub struct BrokerFile {
     pub dedupe_window_ms: Option<u64>,
     /// Dedupe window of retried sends, in keys (0: off).
     pub dedupe_window_keys: Option<usize>,
+    /// Producer lanes whose numbered sends are remembered (0: off).
+    pub dedupe_producer_lanes: Option<usize>,
+    /// Log span read on open to rebuild the producer lanes.
+    pub dedupe_sequences_rebuild_ms: Option<u64>,
+    /// Deadline for a frame once begun (0: none).
+    pub frame_deadline_ms: Option<u64>,
+    /// Idle time before a silent connection is closed (0: never).
+    pub idle_timeout_ms: Option<u64>,
     /// Farthest ahead a timer message may be due.
     pub timer_max_delay_ms: Option<u64>,
     /// Timer log file size.
@@ -301,6 +313,18 @@ impl BrokerFile {
         }
         if let Some(v) = self.dedupe_window_keys {
             c.dedupe_window_keys = v;
+        }
+        if let Some(v) = self.dedupe_producer_lanes {
+            c.dedupe_producer_lanes = v;
+        }
+        if let Some(v) = self.dedupe_sequences_rebuild_ms {
+            c.dedupe_sequences_rebuild_ms = v;
+        }
+        if let Some(v) = self.frame_deadline_ms {
+            c.frame_deadline_ms = v;
+        }
+        if let Some(v) = self.idle_timeout_ms {
+            c.idle_timeout_ms = v;
         }
         if let Some(v) = self.transaction_timeout_ms {
             c.transaction_timeout_ms = v;
@@ -474,6 +498,30 @@ mod tests {
             .into_config()
             .expect("valid");
         assert_eq!((c.dedupe_window_ms, c.dedupe_window_keys), (0, 7));
+    }
+
+    #[test]
+    fn connection_deadlines_and_producer_lanes_come_from_the_file_zero_meaning_none() {
+        let parse = |t: &str| BrokerFile::parse(t).and_then(BrokerFile::into_config);
+        let (c, _) = parse("").expect("valid");
+        assert_eq!(
+            c.rpc().frame_deadline,
+            Some(sluice_net::rpc::FRAME_DEADLINE)
+        );
+        assert_eq!(c.rpc().idle_timeout, Some(sluice_net::rpc::IDLE_TIMEOUT));
+        assert_eq!(c.dedupe_producer_lanes, 10_000);
+        let text = "frame_deadline_ms = 1500\nidle_timeout_ms = 0\ndedupe_producer_lanes = 3\n\
+                    dedupe_sequences_rebuild_ms = 5";
+        let (c, _) = parse(text).expect("valid");
+        assert_eq!(
+            c.rpc().frame_deadline,
+            Some(std::time::Duration::from_millis(1_500))
+        );
+        assert_eq!(c.rpc().idle_timeout, None);
+        assert_eq!(
+            (c.dedupe_producer_lanes, c.dedupe_sequences_rebuild_ms),
+            (3, 5)
+        );
     }
 
     #[test]

@@ -73,6 +73,8 @@ fn transaction_producer(seed: u64, client: &SimClient, queues: i32) -> SimTransa
             retries: 0,
             default_topic_queues: queues,
             fault_avoidance: false,
+            // Halves are never stamped; no producer id is drawn.
+            sequence_stamps: false,
             ..ProducerConfig::new(PRODUCER_GROUP)
         },
         Arc::new(Listener { seed }),

@@ -43,6 +43,22 @@ const DELAY_LEVEL_MS: [u64; 3] = [1_000, 5_000, 10_000];
 /// The delays a timer message of the workload asks for.
 const TIMER_DELAY_MS: std::ops::RangeInclusive<u64> = 500..=10_000;
 
+/// The workload's producer settings. The workload retries by itself, so
+/// each send is one attempt and its error says exactly whether anything may
+/// have been stored. Each of its retries is a new send (a new sequence
+/// number), so sequence stamps would only lengthen records: off; the
+/// scenarios judge the `UNIQ_KEY` window, which every client gets.
+fn producer_config(queues: i32) -> ProducerConfig {
+    ProducerConfig {
+        send_timeout: REQUEST_TIMEOUT,
+        retries: 0,
+        default_topic_queues: queues,
+        fault_avoidance: false,
+        sequence_stamps: false,
+        ..ProducerConfig::new(PRODUCER_GROUP)
+    }
+}
+
 /// Producer `producer`: sends `messages_per_producer` fresh ids one at a
 /// time, each to queue `(producer + k) % queues`, re-sending an id that was
 /// not acknowledged up to `retries_max` times, pausing a seeded while.
@@ -57,18 +73,7 @@ pub async fn produce(
     let namesrvs = crate::harness::namesrv_addrs(workload.namesrvs);
     let client = client_of(&host, 100 + producer, &namesrvs, |_| {});
     let queues = workload.queues.max(1);
-    // The workload retries by itself, so each send is one attempt and its
-    // error says exactly whether anything may have been stored.
-    let producer_client = Producer::new(
-        client.clone(),
-        ProducerConfig {
-            send_timeout: REQUEST_TIMEOUT,
-            retries: 0,
-            default_topic_queues: queues,
-            fault_avoidance: false,
-            ..ProducerConfig::new(PRODUCER_GROUP)
-        },
-    );
+    let producer_client = Producer::new(client.clone(), producer_config(queues));
     await_broker(&client).await;
     let mut rng = substream(seed ^ u64::from(producer).rotate_left(32), Salt::Producer);
     for k in 0..workload.messages_per_producer {

@@ -1,9 +1,12 @@
 //! The producer: sync, async, oneway and batch sends; round-robin queue
 //! selection with latency-based fault avoidance; retries that never report
 //! success for a send the broker did not acknowledge; ordered sends by
-//! queue selector and by sharding key; `UNIQ_KEY` ids; body compression.
+//! queue selector and by sharding key; `UNIQ_KEY` ids; body compression;
+//! a producer id and per-lane sequence numbers on every retried send
+//! (`sequence`), so a Sluice broker stores each send once.
 
 mod fault;
+mod sequence;
 pub mod transaction;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +23,8 @@ use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, Transport};
 
 use self::fault::FaultTable;
+pub use self::sequence::PRODUCER_ID_PREFIX_BYTES_MAX;
+use self::sequence::{producer_id, Lanes, Stampable};
 use crate::error::{Error, Result};
 use crate::instance::{lock, publish_queues, response_header, ClientInstance};
 use crate::message::{deflate, Message, MessageQueue};
@@ -41,6 +46,15 @@ pub struct ProducerConfig {
     pub default_topic_queues: i32,
     /// Skip brokers that failed or answered slowly.
     pub fault_avoidance: bool,
+    /// A prefix for the producer id stamped on sends (`__SLUICE_PID`), to
+    /// recognise the producer in stored records; the id always ends with a
+    /// part unique to this producer instance (a `UNIQ_KEY`-style id), since
+    /// numbers restart with every producer.
+    pub producer_id_prefix: Option<String>,
+    /// Stamp the producer id and per-lane sequence numbers on sends, so a
+    /// Sluice broker recognises retries exactly (Apache brokers ignore
+    /// them).
+    pub sequence_stamps: bool,
 }
 
 impl ProducerConfig {
@@ -54,6 +68,8 @@ impl ProducerConfig {
             compress_level: 5,
             default_topic_queues: 4,
             fault_avoidance: true,
+            producer_id_prefix: None,
+            sequence_stamps: true,
         }
     }
 }
@@ -78,7 +94,9 @@ pub struct SendResult {
     pub status: SendStatus,
     /// The client-side id (`UNIQ_KEY`; comma-joined for a batch).
     pub msg_id: String,
-    /// The broker's offset id (comma-joined for a batch).
+    /// The broker's offset id (comma-joined for a batch). Empty when a
+    /// Sluice broker recognised the send's number as stored long ago but no
+    /// longer keeps its position (then `queue_offset` is -1).
     pub offset_msg_id: String,
     /// Queue it went to.
     pub queue: MessageQueue,
@@ -92,6 +110,7 @@ pub struct Producer<T: Transport, C: Clock> {
     config: Arc<ProducerConfig>,
     next_queue: Arc<AtomicUsize>,
     faults: Arc<Mutex<FaultTable>>,
+    lanes: Arc<Lanes>,
 }
 
 impl<T: Transport, C: Clock> Clone for Producer<T, C> {
@@ -101,11 +120,13 @@ impl<T: Transport, C: Clock> Clone for Producer<T, C> {
             config: Arc::clone(&self.config),
             next_queue: Arc::clone(&self.next_queue),
             faults: Arc::clone(&self.faults),
+            lanes: Arc::clone(&self.lanes),
         }
     }
 }
 
 /// A message encoded once for every attempt.
+#[derive(Clone)]
 struct Prepared {
     topic: String,
     body: Bytes,
@@ -114,11 +135,23 @@ struct Prepared {
     properties: String,
     uniq_key: String,
     batch: bool,
+    /// Not stamped yet (`None`: stamped, or never stamped).
+    stampable: Option<Stampable>,
 }
 
 impl<T: Transport, C: Clock> Producer<T, C> {
     /// A producer on `client`; starts the client's background loop.
     pub fn new(client: ClientInstance<T, C>, config: ProducerConfig) -> Self {
+        // Without stamps no id is drawn, so such a producer's keys and
+        // records are exactly what they were before stamps existed.
+        let id = if config.sequence_stamps {
+            producer_id(
+                config.producer_id_prefix.as_deref(),
+                &client.next_uniq_key(),
+            )
+        } else {
+            String::new()
+        };
         client.register_producer(&config.group);
         client.start();
         let seed = java_string_hash(client.client_id()).unsigned_abs() as usize;
@@ -127,7 +160,13 @@ impl<T: Transport, C: Clock> Producer<T, C> {
             config: Arc::new(config),
             next_queue: Arc::new(AtomicUsize::new(seed)),
             faults: Arc::new(Mutex::new(FaultTable::default())),
+            lanes: Arc::new(Lanes::new(id)),
         }
+    }
+
+    /// The producer id stamped on its sends.
+    pub fn producer_id(&self) -> &str {
+        self.lanes.id()
     }
 
     /// The client this producer sends through.
@@ -176,6 +215,7 @@ impl<T: Transport, C: Clock> Producer<T, C> {
             properties,
             uniq_key,
             batch: false,
+            stampable: self.config.sequence_stamps.then_some(Stampable::One(props)),
         })
     }
 
@@ -184,6 +224,7 @@ impl<T: Transport, C: Clock> Producer<T, C> {
             .first()
             .ok_or_else(|| Error::InvalidMessage("the batch is empty".to_owned()))?;
         let mut items = Vec::with_capacity(msgs.len());
+        let mut unstamped = Vec::with_capacity(msgs.len());
         let mut ids = Vec::with_capacity(msgs.len());
         for msg in msgs {
             msg.validate()?;
@@ -204,6 +245,7 @@ impl<T: Transport, C: Clock> Producer<T, C> {
                 body: msg.body.clone(),
                 properties: Bytes::from(props.encode()),
             });
+            unstamped.push((msg.flag, msg.body.clone(), props));
         }
         let body = encode_batch(&items).map_err(|e| Error::InvalidMessage(e.to_string()))?;
         if body.len() > sluice_core::message::BODY_BYTES_MAX {
@@ -221,6 +263,10 @@ impl<T: Transport, C: Clock> Producer<T, C> {
             properties: String::new(),
             uniq_key: ids.join(","),
             batch: true,
+            stampable: self
+                .config
+                .sequence_stamps
+                .then_some(Stampable::Batch(unstamped)),
         })
     }
 
@@ -236,6 +282,8 @@ impl<T: Transport, C: Clock> Producer<T, C> {
     pub(crate) async fn send_prepared(&self, msg: &Message) -> Result<SendResult> {
         let mut prepared = self.prepare(msg)?;
         prepared.sys_flag |= sys_flag::TRANSACTION_PREPARED;
+        // A half is stored every time (a broker never deduplicates it).
+        prepared.stampable = None;
         self.send_with_retries(&prepared).await
     }
 
@@ -268,7 +316,7 @@ impl<T: Transport, C: Clock> Producer<T, C> {
     /// Sends `msg` to exactly `queue`, retrying there only (ordered sends
     /// must not move to another queue).
     pub async fn send_to_queue(&self, msg: &Message, queue: &MessageQueue) -> Result<SendResult> {
-        let prepared = self.prepare(msg)?;
+        let prepared = self.lanes.stamp(&self.prepare(msg)?, queue)?;
         let deadline = self.client.clock().monotonic() + self.config.send_timeout;
         let mut last = None;
         for _ in 0..=self.config.retries {
@@ -357,15 +405,17 @@ impl<T: Transport, C: Clock> Producer<T, C> {
         &queues[self.next_queue.fetch_add(1, Ordering::Relaxed) % queues.len()]
     }
 
-    async fn send_with_retries(&self, prepared: &Prepared) -> Result<SendResult> {
+    async fn send_with_retries(&self, unstamped: &Prepared) -> Result<SendResult> {
         let deadline = self.client.clock().monotonic() + self.config.send_timeout;
         let mut last_broker: Option<String> = None;
         let mut last_error = None;
+        // Stamped for the first attempt's queue; every retry keeps it.
+        let mut stamped = None;
         for attempt in 0..=self.config.retries {
             if attempt > 0 && self.client.clock().monotonic() >= deadline {
                 break;
             }
-            let queues = match self.queues_for(&prepared.topic).await {
+            let queues = match self.queues_for(&unstamped.topic).await {
                 Ok(q) => q,
                 Err(e) if e.is_retryable_send() => {
                     last_error = Some(e);
@@ -374,6 +424,10 @@ impl<T: Transport, C: Clock> Producer<T, C> {
                 Err(e) => return Err(e),
             };
             let queue = self.select(&queues, last_broker.as_deref()).clone();
+            let prepared: &Prepared = match &mut stamped {
+                Some(p) => p,
+                slot @ None => slot.insert(self.lanes.stamp(unstamped, &queue)?),
+            };
             match self.send_once(prepared, &queue, deadline).await {
                 Ok(result) => return Ok(result),
                 Err(e) if e.is_retryable_send() => {
@@ -393,7 +447,7 @@ impl<T: Transport, C: Clock> Producer<T, C> {
                 Err(e) => return Err(e),
             }
         }
-        Err(last_error.unwrap_or_else(|| Error::NoRoute(prepared.topic.clone())))
+        Err(last_error.unwrap_or_else(|| Error::NoRoute(unstamped.topic.clone())))
     }
 
     fn request(&self, prepared: &Prepared, queue: &MessageQueue) -> RemotingCommand {

@@ -93,6 +93,16 @@ pub mod keys {
     pub const DLQ_ORIGIN_TOPIC: &str = "DLQ_ORIGIN_TOPIC";
     /// Original message id of a dead-lettered message.
     pub const DLQ_ORIGIN_MESSAGE_ID: &str = "DLQ_ORIGIN_MESSAGE_ID";
+    /// Sluice's own (not Apache's): the producer id a Sluice producer
+    /// stamps on every message it sends, stable for the producer's life.
+    /// With [`SLUICE_SEQUENCE`] it makes the broker's dedupe of that
+    /// producer's retries exact (docs/dedupe.md); Apache brokers and
+    /// clients carry it as any unknown property and ignore it.
+    pub const SLUICE_PRODUCER_ID: &str = "__SLUICE_PID";
+    /// Sluice's own: `<lane>/<sequence>`, the message's number in its
+    /// producer's lane (the broker and queue of its first attempt); a
+    /// retry keeps it.
+    pub const SLUICE_SEQUENCE: &str = "__SLUICE_SEQ";
 }
 
 /// Ordered message properties.

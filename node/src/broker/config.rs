@@ -121,6 +121,19 @@ pub struct BrokerConfig {
     /// At most this many keys in the dedupe window (the broker's, over all
     /// topics; oldest dropped first); 0: no dedupe.
     pub dedupe_window_keys: usize,
+    /// Producer lanes (topic, producer id, first queue) whose stamped
+    /// sequence numbers are remembered, exact beyond the window (least
+    /// recently used dropped first); 0: stamps ignored.
+    pub dedupe_producer_lanes: usize,
+    /// How far back the CommitLog is read on open (and on promotion) to
+    /// rebuild the lanes, when longer than the window.
+    pub dedupe_sequences_rebuild_ms: u64,
+    /// Close a connection whose peer began a frame and has not finished it
+    /// this long after (0: never); see `RpcConfig::frame_deadline`.
+    pub frame_deadline_ms: u64,
+    /// Close a connection on which nothing arrived for this long (0:
+    /// never); see `RpcConfig::idle_timeout`.
+    pub idle_timeout_ms: u64,
     /// The simulation's mutant, never set in production: the dedupe window
     /// is not rebuilt from the CommitLog on open or promotion.
     pub mutant_dedupe_not_rebuilt: bool,
@@ -177,13 +190,32 @@ impl Default for BrokerConfig {
             stats: true,
             dedupe_window_ms: 600_000,
             dedupe_window_keys: 100_000,
+            dedupe_producer_lanes: 10_000,
+            dedupe_sequences_rebuild_ms: 600_000,
+            frame_deadline_ms: millis(sluice_net::rpc::FRAME_DEADLINE),
+            idle_timeout_ms: millis(sluice_net::rpc::IDLE_TIMEOUT),
             mutant_dedupe_not_rebuilt: false,
             mutant_commit_lookup_misses: false,
         }
     }
 }
 
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl BrokerConfig {
+    /// The RPC settings of the broker's port: the defaults with this
+    /// config's frame deadline and idle timeout (0: none).
+    pub fn rpc(&self) -> sluice_net::RpcConfig {
+        let ms = |v: u64| (v > 0).then(|| std::time::Duration::from_millis(v));
+        sluice_net::RpcConfig {
+            frame_deadline: ms(self.frame_deadline_ms),
+            idle_timeout: ms(self.idle_timeout_ms),
+            ..sluice_net::RpcConfig::default()
+        }
+    }
+
     /// The address registered with name servers and put in message ids.
     pub fn advertised(&self) -> &str {
         self.advertised_addr.as_deref().unwrap_or(&self.listen)

@@ -11,6 +11,9 @@
 //! store refuses the message. The window lives in memory and is rebuilt
 //! from the CommitLog's tail on open and when a replica becomes master
 //! (`rebuild`). One short mutex, never held across an await.
+//!
+//! Sends stamped with a producer id and sequence number (the Sluice
+//! client's) are also checked against `sequences`, exact beyond the window.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -24,7 +27,10 @@ use sluice_core::message::{
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
 
+use self::sequences::{Seen, Sequences, Stamp};
 use super::{Broker, TIMER_TOPIC};
+
+pub mod sequences;
 
 impl<D: Disk, C: Clock> Broker<D, C> {
     /// The dedupe window of retried sends.
@@ -43,10 +49,14 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         }
         let now = self.now_ms();
         self.dedupe.clear();
-        let since = self.dedupe.since_ms(now);
+        let since = self.dedupe.rebuild_since_ms(now);
         self.store
             .visit_recent(since, |r| self.dedupe.recovered(r, now));
-        tracing::info!(keys = self.dedupe.len(), "dedupe window rebuilt");
+        tracing::info!(
+            keys = self.dedupe.len(),
+            producer_lanes = self.dedupe.sequences().lanes(),
+            "dedupe window rebuilt"
+        );
     }
 }
 
@@ -95,6 +105,8 @@ pub struct DedupeWindow {
     window_ms: u64,
     keys_max: usize,
     state: Mutex<State>,
+    sequences: Sequences,
+    sequences_rebuild_ms: u64,
 }
 
 impl DedupeWindow {
@@ -104,7 +116,39 @@ impl DedupeWindow {
             window_ms,
             keys_max,
             state: Mutex::default(),
+            sequences: Sequences::new(0),
+            sequences_rebuild_ms: 0,
         }
+    }
+
+    /// The window and lanes `config` asks for.
+    pub fn of(config: &super::BrokerConfig) -> Self {
+        Self::new(config.dedupe_window_ms, config.dedupe_window_keys).with_sequences(
+            config.dedupe_producer_lanes,
+            config.dedupe_sequences_rebuild_ms,
+        )
+    }
+
+    /// Also checks stamped sends' numbers, in at most `lanes_max` lanes
+    /// (0: off), rebuilt on open from the records of the last
+    /// `rebuild_ms` (or of the window, if longer). Off while the window is.
+    #[must_use]
+    pub fn with_sequences(mut self, lanes_max: usize, rebuild_ms: u64) -> Self {
+        let lanes_max = if self.enabled() { lanes_max } else { 0 };
+        self.sequences = Sequences::new(lanes_max);
+        self.sequences_rebuild_ms = rebuild_ms;
+        self
+    }
+
+    /// The stamped sends' numbers.
+    pub fn sequences(&self) -> &Sequences {
+        &self.sequences
+    }
+
+    /// Whether a stamped send was stored before (`Seen::New` when unstamped
+    /// or when stamps are off).
+    pub fn seen(&self, topic: &str, stamp: Option<&Stamp>) -> Seen {
+        stamp.map_or(Seen::New, |s| self.sequences.check(topic, s))
     }
 
     /// True when sends are deduplicated at all.
@@ -145,8 +189,19 @@ impl DedupeWindow {
         }
     }
 
-    /// The claimed key was stored at `stored_ms` as `original`.
-    pub fn stored(&self, topic: &str, key: &str, original: Original, stored_ms: i64) {
+    /// The claimed key (and `stamp`, if any) was stored at `stored_ms` as
+    /// `original`.
+    pub fn stored(
+        &self,
+        topic: &str,
+        key: &str,
+        stamp: Option<&Stamp>,
+        original: Original,
+        stored_ms: i64,
+    ) {
+        if let Some(stamp) = stamp {
+            self.sequences.stored(topic, stamp, original.clone());
+        }
         let mut st = self.lock();
         Self::insert(&mut st, topic, key, original, stored_ms);
         self.expire(&mut st, stored_ms);
@@ -195,6 +250,17 @@ impl DedupeWindow {
         now_ms.saturating_sub(i64::try_from(self.window_ms).unwrap_or(i64::MAX))
     }
 
+    /// The stored time from which records are read to rebuild the window
+    /// and the stamped sends' numbers at `now_ms`.
+    pub fn rebuild_since_ms(&self, now_ms: i64) -> i64 {
+        let span = self.window_ms.max(if self.sequences.enabled() {
+            self.sequences_rebuild_ms
+        } else {
+            0
+        });
+        now_ms.saturating_sub(i64::try_from(span).unwrap_or(i64::MAX))
+    }
+
     /// Replaces the window with the keys of `records` (read in log order,
     /// stored at or after `since_ms(now_ms)`): `clear`, then `recovered`
     /// for each.
@@ -208,15 +274,20 @@ impl DedupeWindow {
     /// Empties the window (before a rebuild).
     pub fn clear(&self) {
         *self.lock() = State::default();
+        self.sequences.clear();
     }
 
     /// Adds the key of a record read back from the log, in log order: the
     /// first record of a key wins, as the first send of it did. Memory
     /// stays bounded by the cap while a rebuild walks on.
     pub fn recovered(&self, rec: &StoredRecord, now_ms: i64) {
-        let Some((topic, key, original)) = original_of(rec) else {
+        let Some(sent) = original_of(rec) else {
             return;
         };
+        let (topic, key, original) = (sent.topic, sent.key, sent.original);
+        if let Some(stamp) = &sent.stamp {
+            self.sequences.stored(&topic, stamp, original.clone());
+        }
         let mut st = self.lock();
         if !st.slots.contains_key(&(topic.clone(), key.clone())) {
             Self::insert(&mut st, &topic, &key, original, rec.store_timestamp_ms);
@@ -231,12 +302,24 @@ pub fn dedupes_topic(topic: &str) -> bool {
     !(is_retry_topic(topic) || is_dlq_topic(topic) || topic == HALF_TOPIC || topic == OP_HALF_TOPIC)
 }
 
-/// The (topic, key, original) a stored record puts in the window, as the
+/// What a stored record puts in the window.
+pub struct Sent {
+    /// The topic it was sent to.
+    pub topic: String,
+    /// Its `UNIQ_KEY`.
+    pub key: String,
+    /// Its producer's stamp, if any.
+    pub stamp: Option<Stamp>,
+    /// How its send was answered.
+    pub original: Original,
+}
+
+/// The topic, key, stamp and original a stored record puts in the window, as the
 /// send path would have: records a producer sent (normal, or delayed and
 /// still parked in the schedule or timer topic, under their real topic and
 /// queue), never transactional records, delivered copies of delayed
 /// messages (they carry `REAL_TOPIC`) nor send-backs.
-pub fn original_of(rec: &StoredRecord) -> Option<(String, String, Original)> {
+pub fn original_of(rec: &StoredRecord) -> Option<Sent> {
     if rec.sys_flag & TRANSACTION_MASK != 0 {
         return None;
     }
@@ -262,7 +345,12 @@ pub fn original_of(rec: &StoredRecord) -> Option<(String, String, Original)> {
         queue_offset: rec.queue_offset,
         end,
     };
-    Some((topic, key, original))
+    Some(Sent {
+        topic,
+        key,
+        stamp: Stamp::of(&props),
+        original,
+    })
 }
 
 #[cfg(test)]

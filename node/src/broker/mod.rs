@@ -48,7 +48,7 @@ use std::time::Duration;
 use sluice_core::disk::Disk;
 use sluice_core::{Clock, CommitLogOffset, MessageStore};
 use sluice_net::body::SubscriptionGroupConfig;
-use sluice_net::{RpcConfig, RpcServer, Transport};
+use sluice_net::{RpcServer, Transport};
 use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
@@ -147,7 +147,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let broker = Arc::new(Self {
             stats: handlers::stats(&store, &config),
-            dedupe: dedupe::DedupeWindow::new(config.dedupe_window_ms, config.dedupe_window_keys),
+            dedupe: dedupe::DedupeWindow::of(&config),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,
@@ -429,7 +429,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     ) -> Result<()> {
         let handler = handlers::routes(Arc::clone(&self));
         let me = Arc::clone(&self);
-        let server = RpcServer::builder(RpcConfig::default(), handler.clone())
+        let server = RpcServer::builder(self.config.rpc(), handler.clone())
             .on_connection_closed(move |id| {
                 for group in me.clients.remove_connection(id.id()) {
                     handlers::notify_ids_changed(&me, &group);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
-use sluice_net::{RpcConfig, RpcServer, Transport};
+use sluice_net::{RpcServer, Transport};
 
 use super::handlers::BrokerRoutes;
 use super::{ha, Broker};
@@ -23,13 +23,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     ) -> Option<RpcServer> {
         if self.config.listen_vip && addr.port() > 2 {
             let vip_addr = SocketAddr::new(addr.ip(), addr.port() - 2);
-            match RpcServer::bind(
-                transport,
-                &vip_addr.to_string(),
-                RpcConfig::default(),
-                handler,
-            )
-            .await
+            match RpcServer::bind(transport, &vip_addr.to_string(), self.config.rpc(), handler)
+                .await
             {
                 Ok(s) => Some(s),
                 Err(e) => {

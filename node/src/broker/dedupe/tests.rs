@@ -15,7 +15,7 @@ fn original(offset: i64) -> Original {
 /// Claims `key` on `topic` and stores it as `original(offset)` at `at_ms`.
 fn store(w: &DedupeWindow, topic: &str, key: &str, offset: i64, at_ms: i64) {
     assert_eq!(w.claim(topic, key, at_ms), Claim::Claimed, "{key} is new");
-    w.stored(topic, key, original(offset), at_ms);
+    w.stored(topic, key, None, original(offset), at_ms);
 }
 
 #[test]
@@ -36,7 +36,7 @@ fn a_claim_in_flight_is_seen_and_a_released_claim_is_forgotten() {
     w.release("T", "K");
     assert_eq!(w.claim("T", "K", 2), Claim::Claimed);
     // Release never drops a stored key.
-    w.stored("T", "K", original(3), 2);
+    w.stored("T", "K", None, original(3), 2);
     w.release("T", "K");
     assert_eq!(w.claim("T", "K", 3), Claim::Stored(original(3)));
 }
@@ -195,4 +195,34 @@ fn rebuild_keeps_the_window_and_the_cap() {
         Claim::Claimed,
         "rebuild replaced it"
     );
+}
+
+#[test]
+fn rebuild_recovers_stamped_numbers_older_than_the_window_over_the_longer_span() {
+    let stamped = [
+        (keys::UNIQ_KEY, "S1"),
+        (keys::SLUICE_PRODUCER_ID, "P"),
+        (keys::SLUICE_SEQUENCE, "broker-a@2/7"),
+    ];
+    let rec = record("T", &stamped, 4, 1_000, 1_000);
+    let w = DedupeWindow::new(10_000, 100).with_sequences(10, 3_600_000);
+    assert_eq!(w.rebuild_since_ms(4_000_000), 400_000, "the longer span");
+    w.rebuild([&rec], 55_000);
+    assert_eq!(
+        w.claim("T", "S1", 55_000),
+        Claim::Claimed,
+        "past the window"
+    );
+    w.release("T", "S1");
+    let stamp = Stamp::of(&Properties::parse(&rec.properties).expect("props"));
+    let Seen::Known(o) = w.seen("T", stamp.as_ref()) else {
+        panic!("the stamped number was rebuilt");
+    };
+    assert_eq!((o.queue_id, o.queue_offset), (2, 4));
+    // Stamps are off with the window, and spans then are the window's.
+    let off = DedupeWindow::new(0, 100).with_sequences(10, 3_600_000);
+    off.rebuild([&rec], 55_000);
+    assert_eq!(off.seen("T", stamp.as_ref()), Seen::New);
+    let short = DedupeWindow::new(10_000, 100).with_sequences(0, 3_600_000);
+    assert_eq!(short.rebuild_since_ms(4_000_000), 3_990_000);
 }

@@ -18,6 +18,7 @@ use sluice_net::{RemotingCommand, RequestContext};
 use tokio::sync::SemaphorePermit;
 
 use super::send_dedupe::{self, Claimed, Once};
+use crate::broker::dedupe::sequences::Stamp;
 use crate::broker::dedupe::Original;
 use crate::broker::response::replica_ack_response;
 use crate::broker::{Broker, PERM_READ, PERM_WRITE};
@@ -47,10 +48,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         .as_ref()
         .and_then(|p| p.get(keys::WAIT).map(|w| w != "false"))
         .unwrap_or(true);
-    let uniq_key = parsed
-        .as_ref()
-        .and_then(Properties::uniq_key)
-        .map(str::to_owned);
+    let (uniq_key, stamp) = dedupe_keys(parsed.as_ref());
     let props = with_cluster(raw, parsed.as_mut(), &b.config().cluster_name);
     let template = MessageInput {
         topic,
@@ -79,8 +77,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             body: req.body.clone(),
             ..template
         };
-        match send_dedupe::claim(b, &msg.topic, uniq_key.as_deref(), to_dlq).await? {
+        match send_dedupe::claim(b, &msg.topic, uniq_key.as_deref(), stamp, to_dlq).await? {
             Once::Duplicate(original) => send_dedupe::answer(b, &original, wait).await,
+            Once::Forgotten => send_dedupe::forgotten(msg.queue_id),
             Once::Store(claim) => send_one(b, msg, parsed.as_mut(), to_dlq, wait, claim).await?,
         }
     };
@@ -92,6 +91,12 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         answer.ext_fields.insert("transactionId", key);
     }
     Ok(answer)
+}
+
+/// What a send is deduplicated by: its `UNIQ_KEY` and its producer's stamp.
+fn dedupe_keys(props: Option<&Properties>) -> (Option<String>, Option<Stamp>) {
+    let key = props.and_then(Properties::uniq_key).map(str::to_owned);
+    (key, props.and_then(Stamp::of))
 }
 
 /// Where a send is stored: its topic and queue, or — for a retry whose

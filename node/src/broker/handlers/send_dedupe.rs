@@ -6,6 +6,12 @@
 //! first message's queue and offset, original or new). A retry that comes
 //! while the first attempt is still being stored waits for it.
 //!
+//! A send stamped with a producer id and sequence number (the Sluice
+//! client's `__SLUICE_PID` / `__SLUICE_SEQ`) is first looked up by its
+//! number, which is exact beyond the window (`dedupe::sequences`): a number
+//! stored before is answered with the original, or — when its answer is no
+//! longer kept — `SEND_OK` without a position (`msgId` empty, offset -1).
+//!
 //! Never deduplicated: a send without `UNIQ_KEY`, a send to a retry or
 //! dead-letter topic (consumers' send-backs), transactional halves (they
 //! return before this), and any send to a broker that is not its group's
@@ -21,6 +27,7 @@ use sluice_net::header::SendMessageResponseHeader;
 use sluice_net::remoting::response_code;
 use sluice_net::RemotingCommand;
 
+use crate::broker::dedupe::sequences::{Seen, Stamp};
 use crate::broker::dedupe::{dedupes_topic, Claim, DedupeWindow, Original};
 use crate::broker::Broker;
 use crate::dispatch::{Refusal, Reply};
@@ -35,6 +42,8 @@ const IN_FLIGHT_POLLS: u32 = 300;
 pub(super) enum Once<'a> {
     /// A retry of a message stored within the window: answer with it.
     Duplicate(Original),
+    /// A stamped number stored long ago, its answer no longer kept.
+    Forgotten,
     /// Store it, then record it with the claim (if deduplicated).
     Store(Option<Claimed<'a>>),
 }
@@ -44,14 +53,20 @@ pub(super) struct Claimed<'a> {
     window: &'a DedupeWindow,
     topic: String,
     key: String,
+    stamp: Option<Stamp>,
     done: bool,
 }
 
 impl Claimed<'_> {
     /// The claimed message was stored and answered as `original`.
     pub(super) fn stored(mut self, original: Original, stored_ms: i64) {
-        self.window
-            .stored(&self.topic, &self.key, original, stored_ms);
+        self.window.stored(
+            &self.topic,
+            &self.key,
+            self.stamp.as_ref(),
+            original,
+            stored_ms,
+        );
         self.done = true;
     }
 }
@@ -64,12 +79,13 @@ impl Drop for Claimed<'_> {
     }
 }
 
-/// Whether a send of `key` to `topic` is a duplicate, claiming it when it
-/// is new; `Store(None)` when it is not deduplicated at all.
+/// Whether a send of `key` (stamped `stamp`) to `topic` is a duplicate,
+/// claiming it when it is new; `Store(None)` when it is not deduplicated.
 pub(super) async fn claim<'a, D: Disk, C: Clock>(
     b: &'a Broker<D, C>,
     topic: &str,
     key: Option<&str>,
+    stamp: Option<Stamp>,
     to_dlq: bool,
 ) -> Result<Once<'a>, Refusal> {
     let window = b.dedupe();
@@ -80,6 +96,11 @@ pub(super) async fn claim<'a, D: Disk, C: Clock>(
         return Ok(Once::Store(None));
     }
     for _ in 0..IN_FLIGHT_POLLS {
+        match window.seen(topic, stamp.as_ref()) {
+            Seen::Known(original) => return Ok(Once::Duplicate(original)),
+            Seen::Forgotten => return Ok(Once::Forgotten),
+            Seen::New => {}
+        }
         match window.claim(topic, key, b.now_ms()) {
             Claim::Stored(original) => return Ok(Once::Duplicate(original)),
             Claim::Claimed => {
@@ -87,6 +108,7 @@ pub(super) async fn claim<'a, D: Disk, C: Clock>(
                     window,
                     topic: topic.to_owned(),
                     key: key.to_owned(),
+                    stamp,
                     done: false,
                 })))
             }
@@ -115,6 +137,19 @@ pub(super) async fn answer<D: Disk, C: Clock>(
     super::send::replicated(b, CommitLogOffset::new(original.end), wait, cmd).await
 }
 
+/// The answer to a duplicate whose position is forgotten: `SEND_OK` (it
+/// was stored) with an empty `msgId` and queue offset -1, and a remark.
+pub(super) fn forgotten(queue_id: i32) -> RemotingCommand {
+    let header = SendMessageResponseHeader::new(String::new(), queue_id, -1);
+    let mut cmd = RemotingCommand::success().with_header(&header);
+    cmd.remark = Some(FORGOTTEN_REMARK.to_owned());
+    cmd
+}
+
+/// The remark of [`forgotten`].
+pub const FORGOTTEN_REMARK: &str =
+    "[sluice] duplicate of a message stored before; its position is no longer kept";
+
 /// Stores the new messages of a batch to `queue_id` of `topic` and answers
 /// for all of them (see the module's doc).
 pub(super) async fn store_batch<D: Disk, C: Clock>(
@@ -127,12 +162,12 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
     let mut onces = Vec::with_capacity(msgs.len());
     let mut keys_seen = BTreeSet::new();
     for m in &msgs {
-        let key = Properties::parse(&m.properties)
-            .ok()
-            .and_then(|p| p.uniq_key().map(str::to_owned));
+        let props = Properties::parse(&m.properties).ok();
+        let key = props.as_ref().and_then(|p| p.uniq_key().map(str::to_owned));
+        let stamp = props.as_ref().and_then(Stamp::of);
         // A key twice in one batch: the later copies are stored as sent.
         let key = key.filter(|k| keys_seen.insert(k.clone()));
-        onces.push(claim(b, topic, key.as_deref(), false).await?);
+        onces.push(claim(b, topic, key.as_deref(), stamp, false).await?);
     }
     let fresh: Vec<MessageInput> = msgs
         .into_iter()
@@ -154,6 +189,10 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
     for once in onces {
         let original = match once {
             Once::Duplicate(original) => original,
+            Once::Forgotten => {
+                ids.push(String::new());
+                continue;
+            }
             Once::Store(claimed) => {
                 let Some(a) = stored.next() else {
                     return Err(Refusal::system_error("[sluice] batch store count mismatch"));
@@ -175,7 +214,7 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
         first.get_or_insert((original.queue_id, original.queue_offset));
         ids.push(original.msg_id);
     }
-    let (qid, offset) = first.unwrap_or((queue_id, 0));
+    let (qid, offset) = first.unwrap_or((queue_id, -1));
     let header = SendMessageResponseHeader::new(ids.join(","), qid, offset);
     let cmd = RemotingCommand::success().with_header(&header);
     Ok(super::send::replicated(b, CommitLogOffset::new(end), wait, cmd).await)

@@ -1,0 +1,344 @@
+//! Exact dedupe for producers that number their sends (the Sluice client
+//! stamps `__SLUICE_PID` and `__SLUICE_SEQ`): per (topic, producer id,
+//! lane) the set of sequence numbers stored, as ranges, and the answers of
+//! the newest `ANSWERS_MAX` of them. A stored number is a duplicate however
+//! long ago it was stored; a number never stored is new, so sends that
+//! arrive out of order are never mistaken for duplicates. Bounded: at most
+//! `lanes_max` lanes (least recently used dropped first) and `RANGES_MAX`
+//! ranges per lane (lowest dropped first); what is dropped is forgotten, and
+//! a forgotten number is new again (stored, never lost; the `UNIQ_KEY`
+//! window still catches it within the window).
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use sluice_core::message::{keys, Properties};
+
+use super::Original;
+
+/// Answers (msgId, queue, offset) kept per lane, newest numbers first. A
+/// stored number older than these is still a duplicate, answered without
+/// its position ([`Seen::Forgotten`]).
+pub const ANSWERS_MAX: usize = 16;
+/// Ranges of stored numbers kept per lane. A lane has one range plus one
+/// per gap (a number whose send went to another broker group, or failed);
+/// past the cap the lowest range is forgotten.
+pub const RANGES_MAX: usize = 64;
+/// Longest producer id or lane name taken; a longer stamp is ignored (the
+/// send is deduplicated by its `UNIQ_KEY` only).
+pub const NAME_BYTES_MAX: usize = 128;
+
+/// A send's producer id, lane and sequence number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The producer id (`__SLUICE_PID`).
+    pub producer: String,
+    /// The lane: the broker and queue of the first attempt, as the producer
+    /// names them.
+    pub lane: String,
+    /// The number in the lane (`__SLUICE_SEQ` is `<lane>/<seq>`).
+    pub seq: u64,
+}
+
+impl Stamp {
+    /// The stamp in `props`, if it has a well-formed one.
+    pub fn of(props: &Properties) -> Option<Self> {
+        let producer = props.get(keys::SLUICE_PRODUCER_ID)?;
+        let (lane, seq) = props.get(keys::SLUICE_SEQUENCE)?.rsplit_once('/')?;
+        let seq = seq.parse().ok()?;
+        let fits = |s: &str| !s.is_empty() && s.len() <= NAME_BYTES_MAX;
+        (fits(producer) && fits(lane)).then(|| Self {
+            producer: producer.to_owned(),
+            lane: lane.to_owned(),
+            seq,
+        })
+    }
+}
+
+/// What a stamped send's number finds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// Stored before, and its answer is kept: answer with it.
+    Known(Original),
+    /// Stored before, but its answer is no longer kept.
+    Forgotten,
+    /// Not stored (as far as is remembered).
+    New,
+}
+
+type LaneId = (String, String, String);
+
+#[derive(Default)]
+struct Lane {
+    /// Stored numbers: range start -> range end (inclusive), disjoint and
+    /// not adjacent.
+    ranges: BTreeMap<u64, u64>,
+    answers: BTreeMap<u64, Original>,
+    used: u64,
+}
+
+impl Lane {
+    fn contains(&self, seq: u64) -> bool {
+        self.ranges
+            .range(..=seq)
+            .next_back()
+            .is_some_and(|(_, end)| seq <= *end)
+    }
+
+    /// Adds `seq` to the ranges, merging with its neighbours.
+    fn insert(&mut self, seq: u64) {
+        let below = self.ranges.range(..=seq).next_back().map(|(s, e)| (*s, *e));
+        let above = seq
+            .checked_add(1)
+            .and_then(|next| self.ranges.get(&next).map(|end| (next, *end)));
+        let start = match below {
+            Some((_, end)) if seq <= end => return,
+            Some((start, end)) if end + 1 == seq => start,
+            _ => seq,
+        };
+        let end = match above {
+            Some((next, end)) => {
+                self.ranges.remove(&next);
+                end
+            }
+            None => seq,
+        };
+        self.ranges.insert(start, end);
+        while self.ranges.len() > RANGES_MAX {
+            self.ranges.pop_first();
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    lanes: BTreeMap<LaneId, Lane>,
+    /// Lanes by last use (a tick), for least-recently-used eviction.
+    by_use: BTreeMap<u64, LaneId>,
+    tick: u64,
+}
+
+impl State {
+    fn touch(&mut self, id: &LaneId) -> Option<&mut Lane> {
+        self.tick += 1;
+        let tick = self.tick;
+        let lane = self.lanes.get_mut(id)?;
+        self.by_use.remove(&lane.used);
+        lane.used = tick;
+        self.by_use.insert(tick, id.clone());
+        Some(lane)
+    }
+}
+
+/// The lanes of one broker.
+pub struct Sequences {
+    lanes_max: usize,
+    state: Mutex<State>,
+}
+
+impl Sequences {
+    /// At most `lanes_max` lanes (0: off, every stamp ignored).
+    pub fn new(lanes_max: usize) -> Self {
+        Self {
+            lanes_max,
+            state: Mutex::default(),
+        }
+    }
+
+    /// True when stamps are used at all.
+    pub fn enabled(&self) -> bool {
+        self.lanes_max > 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lanes remembered now.
+    pub fn lanes(&self) -> usize {
+        self.lock().lanes.len()
+    }
+
+    /// Whether `stamp`'s number was stored on `topic`.
+    pub fn check(&self, topic: &str, stamp: &Stamp) -> Seen {
+        if !self.enabled() {
+            return Seen::New;
+        }
+        let id = lane_id(topic, stamp);
+        let mut st = self.lock();
+        let Some(lane) = st.touch(&id) else {
+            return Seen::New;
+        };
+        match lane.answers.get(&stamp.seq) {
+            Some(original) => Seen::Known(original.clone()),
+            None if lane.contains(stamp.seq) => Seen::Forgotten,
+            None => Seen::New,
+        }
+    }
+
+    /// `stamp`'s number was stored on `topic` and answered as `original`
+    /// (the first record of a number wins, as its first send did).
+    pub fn stored(&self, topic: &str, stamp: &Stamp, original: Original) {
+        if !self.enabled() {
+            return;
+        }
+        let id = lane_id(topic, stamp);
+        let mut st = self.lock();
+        if !st.lanes.contains_key(&id) {
+            while st.lanes.len() >= self.lanes_max {
+                let Some((_, oldest)) = st.by_use.pop_first() else {
+                    break;
+                };
+                st.lanes.remove(&oldest);
+            }
+            st.lanes.insert(id.clone(), Lane::default());
+        }
+        let lane = st.touch(&id).expect("invariant: the lane was just ensured");
+        if lane.contains(stamp.seq) {
+            return;
+        }
+        lane.insert(stamp.seq);
+        lane.answers.insert(stamp.seq, original);
+        while lane.answers.len() > ANSWERS_MAX {
+            lane.answers.pop_first();
+        }
+    }
+
+    /// Forgets every lane (before a rebuild).
+    pub fn clear(&self) {
+        *self.lock() = State::default();
+    }
+}
+
+fn lane_id(topic: &str, stamp: &Stamp) -> LaneId {
+    (topic.to_owned(), stamp.producer.clone(), stamp.lane.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn original(offset: i64) -> Original {
+        Original {
+            msg_id: format!("ID{offset}"),
+            queue_id: 0,
+            queue_offset: offset,
+            end: 1_000 + u64::try_from(offset).expect("small"),
+        }
+    }
+
+    fn stamp(producer: &str, lane: &str, seq: u64) -> Stamp {
+        Stamp {
+            producer: producer.to_owned(),
+            lane: lane.to_owned(),
+            seq,
+        }
+    }
+
+    #[test]
+    fn a_stored_number_is_known_and_others_lanes_producers_and_topics_are_new() {
+        let s = Sequences::new(10);
+        s.stored("T", &stamp("P", "b@0", 1), original(7));
+        assert_eq!(
+            s.check("T", &stamp("P", "b@0", 1)),
+            Seen::Known(original(7))
+        );
+        assert_eq!(s.check("T", &stamp("P", "b@0", 2)), Seen::New);
+        assert_eq!(s.check("T", &stamp("P", "b@1", 1)), Seen::New);
+        assert_eq!(s.check("T", &stamp("Q", "b@0", 1)), Seen::New);
+        assert_eq!(s.check("U", &stamp("P", "b@0", 1)), Seen::New);
+    }
+
+    #[test]
+    fn numbers_arriving_out_of_order_or_with_gaps_are_new_until_stored() {
+        let s = Sequences::new(10);
+        for seq in [1, 2, 5, 3] {
+            s.stored(
+                "T",
+                &stamp("P", "L", seq),
+                original(i64::try_from(seq).expect("small")),
+            );
+        }
+        // 4 was never stored (its send went elsewhere, or is still coming):
+        // new, not a duplicate, though numbers above it were stored.
+        assert_eq!(s.check("T", &stamp("P", "L", 4)), Seen::New);
+        assert_eq!(s.check("T", &stamp("P", "L", 6)), Seen::New);
+        s.stored("T", &stamp("P", "L", 4), original(4));
+        for seq in 1..=5 {
+            let offset = i64::try_from(seq).expect("small");
+            assert_eq!(
+                s.check("T", &stamp("P", "L", seq)),
+                Seen::Known(original(offset))
+            );
+        }
+    }
+
+    #[test]
+    fn an_old_number_past_the_kept_answers_is_still_a_duplicate() {
+        let s = Sequences::new(10);
+        let n = u64::try_from(ANSWERS_MAX).expect("small") + 5;
+        for seq in 1..=n {
+            s.stored(
+                "T",
+                &stamp("P", "L", seq),
+                original(i64::try_from(seq).expect("small")),
+            );
+        }
+        assert_eq!(s.check("T", &stamp("P", "L", 1)), Seen::Forgotten);
+        assert_eq!(s.check("T", &stamp("P", "L", 5)), Seen::Forgotten);
+        let newest = i64::try_from(n).expect("small");
+        assert_eq!(
+            s.check("T", &stamp("P", "L", n)),
+            Seen::Known(original(newest))
+        );
+        // A second store of a number keeps the first answer.
+        s.stored("T", &stamp("P", "L", n), original(99));
+        assert_eq!(
+            s.check("T", &stamp("P", "L", n)),
+            Seen::Known(original(newest))
+        );
+    }
+
+    #[test]
+    fn past_the_range_cap_the_lowest_numbers_are_forgotten_as_new() {
+        let s = Sequences::new(10);
+        // Every other number: one range per number.
+        let n = u64::try_from(RANGES_MAX).expect("small") + 2;
+        for i in 0..n {
+            s.stored("T", &stamp("P", "L", 2 * i), original(0));
+        }
+        assert_eq!(s.check("T", &stamp("P", "L", 0)), Seen::New);
+        assert_eq!(s.check("T", &stamp("P", "L", 2)), Seen::New);
+        assert_eq!(s.check("T", &stamp("P", "L", 4)), Seen::Forgotten);
+    }
+
+    #[test]
+    fn past_the_lane_cap_the_least_recently_used_lane_goes_first() {
+        let s = Sequences::new(2);
+        s.stored("T", &stamp("A", "L", 1), original(1));
+        s.stored("T", &stamp("B", "L", 1), original(2));
+        // A is used again, so B is the least recently used.
+        assert_eq!(s.check("T", &stamp("A", "L", 1)), Seen::Known(original(1)));
+        s.stored("T", &stamp("C", "L", 1), original(3));
+        assert_eq!(s.lanes(), 2);
+        assert_eq!(s.check("T", &stamp("B", "L", 1)), Seen::New);
+        assert_eq!(s.check("T", &stamp("A", "L", 1)), Seen::Known(original(1)));
+        assert_eq!(s.check("T", &stamp("C", "L", 1)), Seen::Known(original(3)));
+    }
+
+    #[test]
+    fn stamps_parse_from_properties_and_malformed_ones_are_ignored() {
+        let mut p = Properties::new();
+        p.insert(keys::SLUICE_PRODUCER_ID, "P1").expect("fits");
+        p.insert(keys::SLUICE_SEQUENCE, "broker-a@3/42")
+            .expect("fits");
+        assert_eq!(Stamp::of(&p), Some(stamp("P1", "broker-a@3", 42)));
+        for bad in ["42", "L/", "L/x", "/4", "L/-1"] {
+            p.insert(keys::SLUICE_SEQUENCE, bad).expect("fits");
+            assert_eq!(Stamp::of(&p), None, "{bad}");
+        }
+        let off = Sequences::new(0);
+        off.stored("T", &stamp("P", "L", 1), original(1));
+        assert_eq!(off.check("T", &stamp("P", "L", 1)), Seen::New);
+    }
+}
