@@ -509,6 +509,16 @@ impl Segment for MmapSegment {
         }))
     }
 
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        let (off, len) = self.range(off, buf.len() as u64)?;
+        // SAFETY: `[off, off + len)` is inside the mapping (checked above),
+        // which `self.map` keeps alive; `buf` is our own memory, so the two
+        // cannot overlap. The same no-concurrent-writer argument as for
+        // `MapView` holds: reads are of committed bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(off), buf.as_mut_ptr(), len) };
+        Ok(())
+    }
+
     async fn sync(&self, off: u64, len: u64) -> io::Result<()> {
         let (off, len) = self.range(off, len)?;
         if len == 0 {
