@@ -323,3 +323,25 @@ pub(crate) fn is_zeroed(bytes: &[u8]) -> bool {
 /// How many bytes [`is_zeroed`] compares at a time.
 pub(crate) const ZEROED_BLOCK_BYTES: usize = 4096;
 static ZEROED_BLOCK: [u8; ZEROED_BLOCK_BYTES] = [0; ZEROED_BLOCK_BYTES];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_zeroed_sees_one_non_zero_byte_anywhere() {
+        assert!(is_zeroed(&[]));
+        let mut bytes = vec![0u8; 3 * ZEROED_BLOCK_BYTES + 17];
+        assert!(is_zeroed(&bytes));
+        for at in [
+            0,
+            ZEROED_BLOCK_BYTES - 1,
+            ZEROED_BLOCK_BYTES,
+            bytes.len() - 1,
+        ] {
+            bytes[at] = 0x80;
+            assert!(!is_zeroed(&bytes), "byte {at}");
+            bytes[at] = 0;
+        }
+    }
+}

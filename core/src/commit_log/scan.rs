@@ -196,3 +196,26 @@ fn position_of_byte(bytes: &[u8], byte: u8) -> Option<usize> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_of_byte_skips_zeroed_blocks_and_finds_the_first_match() {
+        let mut bytes = vec![0u8; 3 * ZEROED_BLOCK_BYTES + 5];
+        assert_eq!(position_of_byte(&bytes, 0xDA), None);
+        bytes[ZEROED_BLOCK_BYTES + 3] = 0x11; // a non-zero block without it
+        bytes[2 * ZEROED_BLOCK_BYTES + 7] = 0xDA;
+        bytes[3 * ZEROED_BLOCK_BYTES + 1] = 0xDA;
+        assert_eq!(
+            position_of_byte(&bytes, 0xDA),
+            Some(2 * ZEROED_BLOCK_BYTES + 7)
+        );
+        assert_eq!(
+            position_of_byte(&bytes[..2 * ZEROED_BLOCK_BYTES], 0xDA),
+            None
+        );
+        assert_eq!(position_of_byte(&[0xDA], 0xDA), Some(0));
+    }
+}
