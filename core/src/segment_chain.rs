@@ -160,6 +160,21 @@ impl<D: Disk> SegmentChain<D> {
             .map_err(|e| Error::io("write", &self.path_of(offset), e))
     }
 
+    /// Copies the `N` bytes at `offset` out (a record head): cheaper than
+    /// a [`read`](Self::read) view for a few bytes.
+    pub(crate) fn read_array<const N: usize>(&self, offset: u64) -> Result<[u8; N]> {
+        let rel = self.check_within(offset, N as u64)?;
+        let seg = self.get(offset).ok_or_else(|| Error::Corrupt {
+            path: self.path_of(offset),
+            offset,
+            reason: "read from a missing segment",
+        })?;
+        let mut out = [0; N];
+        seg.read_at(rel, &mut out)
+            .map_err(|e| Error::io("read", &self.path_of(offset), e))?;
+        Ok(out)
+    }
+
     /// Reads `len` bytes at `offset` (zero-copy on a mapped disk).
     pub(crate) fn read(&self, offset: u64, len: usize) -> Result<Bytes> {
         let rel = self.check_within(offset, len as u64)?;
@@ -227,8 +242,15 @@ impl<D: Disk> SegmentChain<D> {
             while rel < self.segment_bytes {
                 let n = (self.segment_bytes - rel).min(ZERO_CHUNK_BYTES as u64);
                 let n_usize = usize::try_from(n).expect("invariant: n <= ZERO_CHUNK_BYTES");
-                seg.write_at(rel, &zeros[..n_usize])
-                    .map_err(|e| Error::io("zero", &self.path_of(start), e))?;
+                // Most of a segment past the end is zeros already (a clean
+                // stop, a pre-allocated segment): reading them dirties
+                // nothing, where writing made the sync below write the
+                // whole rest of the segment to the device on every start.
+                let zeroed = seg.slice(rel, n_usize).is_ok_and(|b| is_zeroed(&b));
+                if !zeroed {
+                    seg.write_at(rel, &zeros[..n_usize])
+                        .map_err(|e| Error::io("zero", &self.path_of(start), e))?;
+                }
                 rel += n;
             }
             let lo = offset - start;
@@ -278,5 +300,40 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
         name.to_owned()
     } else {
         format!("{dir}/{name}")
+    }
+}
+
+/// True when every byte of `bytes` is zero, for scanning long zeroed runs
+/// of a segment.
+pub(crate) fn is_zeroed(bytes: &[u8]) -> bool {
+    // Slice equality is a memcmp, which the C library vectorises.
+    bytes
+        .chunks(ZEROED_BLOCK_BYTES)
+        .all(|block| block == &ZEROED_BLOCK[..block.len()])
+}
+
+/// How many bytes [`is_zeroed`] compares at a time.
+pub(crate) const ZEROED_BLOCK_BYTES: usize = 4096;
+static ZEROED_BLOCK: [u8; ZEROED_BLOCK_BYTES] = [0; ZEROED_BLOCK_BYTES];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_zeroed_sees_one_non_zero_byte_anywhere() {
+        assert!(is_zeroed(&[]));
+        let mut bytes = vec![0u8; 3 * ZEROED_BLOCK_BYTES + 17];
+        assert!(is_zeroed(&bytes));
+        for at in [
+            0,
+            ZEROED_BLOCK_BYTES - 1,
+            ZEROED_BLOCK_BYTES,
+            bytes.len() - 1,
+        ] {
+            bytes[at] = 0x80;
+            assert!(!is_zeroed(&bytes), "byte {at}");
+            bytes[at] = 0;
+        }
     }
 }

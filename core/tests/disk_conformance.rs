@@ -29,6 +29,12 @@ fn write_slice_round_trip<D: Disk>(disk: &D) {
     let tail = seg.slice(SEG_BYTES - 1, 1).expect("last byte");
     assert_eq!(tail.len(), 1);
     assert!(seg.slice(SEG_BYTES, 0).expect("empty at end").is_empty());
+    let mut copied = [0; 8];
+    seg.read_at(PAGE_BYTES - 6, &mut copied).expect("read_at");
+    assert_eq!(copied[..], data[4..12], "read_at copies what slice views");
+    // A view outlives the segment handle it was made from.
+    drop(seg);
+    assert_eq!(&back[..], &data[..]);
 }
 
 fn fill_in_place_round_trip<D: Disk>(disk: &D) {
@@ -82,6 +88,10 @@ fn out_of_range_is_an_error<D: Disk>(disk: &D) {
     );
     assert_eq!(
         kind(seg.slice(u64::MAX, 2).map(drop)),
+        io::ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        kind(seg.read_at(SEG_BYTES - 1, &mut [0; 2])),
         io::ErrorKind::InvalidInput
     );
     assert_eq!(

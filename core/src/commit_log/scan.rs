@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::message::{peek_head, seal_matches, RecordHead, StoredRecord};
-use crate::segment_chain::SegmentChain;
+use crate::segment_chain::{is_zeroed, SegmentChain, ZEROED_BLOCK_BYTES};
 
 use super::{BLANK_RECORD_BYTES, PAD_BYTES_MAX};
 
@@ -38,14 +38,12 @@ pub(crate) fn step<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
 /// fencing the store over them.
 pub(crate) fn step_fresh_or_io<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Result<Step> {
     let failed = std::cell::RefCell::new(None);
-    let step = step_in(
-        |at, len| match chain.read(at, len) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => {
-                failed.borrow_mut().get_or_insert(e);
-                None
-            }
-        },
+    let note = |e| {
+        failed.borrow_mut().get_or_insert(e);
+    };
+    let step = step_from(
+        |at| chain.read_array(at).map_err(note).ok(),
+        |at, len| chain.read(at, len).map_err(note).ok(),
         chain.segment_bytes(),
         pos,
         false,
@@ -57,7 +55,8 @@ pub(crate) fn step_fresh_or_io<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Re
 }
 
 pub(crate) fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_body: bool) -> Step {
-    step_in(
+    step_from(
+        |at| chain.read_array(at).ok(),
         |at, len| chain.read(at, len).ok(),
         chain.segment_bytes(),
         pos,
@@ -73,11 +72,23 @@ pub(crate) fn step_in<R>(read: R, seg: u64, pos: u64, check_body: bool) -> Step
 where
     R: Fn(u64, usize) -> Option<Bytes>,
 {
+    let head = |at| read(at, 8).and_then(|b| <[u8; 8]>::try_from(&b[..]).ok());
+    step_from(head, &read, seg, pos, check_body)
+}
+
+/// [`step_in`] with the 8-byte head read apart (`read_head(offset)`), so a
+/// store reading its own log copies the head out instead of making a view
+/// for it: one view per record, not two.
+fn step_from<H, R>(read_head: H, read: R, seg: u64, pos: u64, check_body: bool) -> Step
+where
+    H: Fn(u64) -> Option<[u8; 8]>,
+    R: Fn(u64, usize) -> Option<Bytes>,
+{
     let rel = pos % seg;
     if rel + BLANK_RECORD_BYTES > seg {
         return Step::End("no room for a record header");
     }
-    let Some(head) = read(pos, 8) else {
+    let Some(head) = read_head(pos) else {
         return Step::End("no segment at this offset");
     };
     if head.iter().all(|b| *b == 0) {
@@ -152,7 +163,7 @@ pub(crate) fn find_valid_record_after<D: Disk>(
         let magic = crate::message::MAGIC_V1.to_be_bytes();
         let mut i = 4usize;
         while i + 4 <= bytes.len() {
-            let Some(skip) = bytes[i..].iter().position(|b| *b == magic[0]) else {
+            let Some(skip) = position_of_byte(&bytes[i..], magic[0]) else {
                 break;
             };
             i += skip;
@@ -167,4 +178,44 @@ pub(crate) fn find_valid_record_after<D: Disk>(
         pos = seg_end;
     }
     None
+}
+
+/// The first position of the non-zero byte `byte` in `bytes`, skipping
+/// zeroed blocks a whole block at a time (past the end of the log a segment
+/// is mostly zeros).
+fn position_of_byte(bytes: &[u8], byte: u8) -> Option<usize> {
+    debug_assert_ne!(byte, 0, "zeroed blocks are skipped");
+    let mut at = 0;
+    for block in bytes.chunks(ZEROED_BLOCK_BYTES) {
+        if !is_zeroed(block) {
+            if let Some(i) = block.iter().position(|b| *b == byte) {
+                return Some(at + i);
+            }
+        }
+        at += block.len();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_of_byte_skips_zeroed_blocks_and_finds_the_first_match() {
+        let mut bytes = vec![0u8; 3 * ZEROED_BLOCK_BYTES + 5];
+        assert_eq!(position_of_byte(&bytes, 0xDA), None);
+        bytes[ZEROED_BLOCK_BYTES + 3] = 0x11; // a non-zero block without it
+        bytes[2 * ZEROED_BLOCK_BYTES + 7] = 0xDA;
+        bytes[3 * ZEROED_BLOCK_BYTES + 1] = 0xDA;
+        assert_eq!(
+            position_of_byte(&bytes, 0xDA),
+            Some(2 * ZEROED_BLOCK_BYTES + 7)
+        );
+        assert_eq!(
+            position_of_byte(&bytes[..2 * ZEROED_BLOCK_BYTES], 0xDA),
+            None
+        );
+        assert_eq!(position_of_byte(&[0xDA], 0xDA), Some(0));
+    }
 }

@@ -62,6 +62,16 @@ pub trait Segment: Send + Sync + 'static {
     /// zero-copy view of the mapping, kept alive by the returned `Bytes`.
     fn slice(&self, off: u64, len: usize) -> io::Result<Bytes>;
 
+    /// Copies the bytes at `[off, off + buf.len())` into `buf`: for small
+    /// reads (a record head, an index slot) where making a `Bytes` view
+    /// costs more than the copy. The default copies out of [`slice`].
+    ///
+    /// [`slice`]: Segment::slice
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        buf.copy_from_slice(&self.slice(off, buf.len())?);
+        Ok(())
+    }
+
     /// Makes `[off, off + len)` durable (msync / fdatasync). An `Err` means
     /// the range's durable state is unknown: callers must fence themselves,
     /// never retry and acknowledge (fsyncgate semantics).

@@ -216,8 +216,11 @@ impl<S: Segment> IndexFile<S> {
     }
 
     fn read_slot(&self, slot: u32) -> Result<u32> {
-        let raw = self.read(HEADER_BYTES + u64::from(slot) * SLOT_BYTES, 4)?;
-        Ok(u32::from_be_bytes(raw[..4].try_into().expect("4 bytes")))
+        let mut raw = [0; 4];
+        self.seg
+            .read_at(HEADER_BYTES + u64::from(slot) * SLOT_BYTES, &mut raw)
+            .map_err(|e| Error::io("read", &self.path, e))?;
+        Ok(u32::from_be_bytes(raw))
     }
 
     fn write_slot(&self, slot: u32, idx: u32) -> Result<()> {

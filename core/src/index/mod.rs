@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::message::java_string_hash;
+use crate::message::{java_string_hash, java_string_hash_extend};
 use crate::offset::{parse_segment_name, segment_name, CommitLogOffset};
 use crate::segment_chain::join;
 use index_file::{index_file_bytes, IndexFile};
@@ -43,11 +43,8 @@ pub struct IndexService<D: Disk> {
 
 /// The index hash of `topic#key`.
 pub fn index_key_hash(topic: &str, key: &str) -> i32 {
-    let mut s = String::with_capacity(topic.len() + 1 + key.len());
-    s.push_str(topic);
-    s.push('#');
-    s.push_str(key);
-    java_string_hash(&s)
+    let topic_hash = java_string_hash_extend(java_string_hash(topic), "#");
+    java_string_hash_extend(topic_hash, key)
 }
 
 impl<D: Disk> IndexService<D> {

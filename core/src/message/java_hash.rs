@@ -4,9 +4,19 @@
 
 /// Java `String.hashCode`: `h = 31 * h + unit` over UTF-16 code units, wrapping.
 pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0_i32, |h, unit| {
-        h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
+    java_string_hash_extend(0, s)
+}
+
+/// Continues a Java `String.hashCode` of a prefix, `h`, over `s`: the hash
+/// of the concatenation, without building it. ASCII (one UTF-16 unit per
+/// byte) takes a byte loop.
+pub fn java_string_hash_extend(h: i32, s: &str) -> i32 {
+    let step = |h: i32, unit: i32| h.wrapping_mul(31).wrapping_add(unit);
+    if s.is_ascii() {
+        s.bytes().fold(h, |h, b| step(h, i32::from(b)))
+    } else {
+        s.encode_utf16().fold(h, |h, unit| step(h, i32::from(unit)))
+    }
 }
 
 /// The ConsumeQueue tagsCode of a TAGS value: its Java hash sign-extended to
@@ -29,6 +39,15 @@ mod tests {
         assert_eq!(java_string_hash("TagA"), 2_598_919);
         assert_eq!(java_string_hash("hello"), 99_162_322);
         assert_eq!(java_string_hash("中文"), 646_394);
+    }
+
+    #[test]
+    fn extending_a_hash_equals_hashing_the_concatenation() {
+        for (a, b) in [("Topic", "#key-1"), ("", ""), ("a😀", "b中文"), ("中", "x")] {
+            let whole = format!("{a}{b}");
+            let extended = java_string_hash_extend(java_string_hash(a), b);
+            assert_eq!(extended, java_string_hash(&whole), "{whole}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod hex;
 
 pub mod batch;
+pub mod indexed_properties;
 pub mod java_hash;
 pub mod msg_id;
 pub mod properties;
@@ -16,7 +17,8 @@ pub mod topic;
 pub mod uniq_key;
 
 pub use batch::{decode_batch, encode_batch, merge_batch_properties, BatchItem, BATCH_ITEMS_MAX};
-pub use java_hash::{java_string_hash, tags_code};
+pub use indexed_properties::IndexedProperties;
+pub use java_hash::{java_string_hash, java_string_hash_extend, tags_code};
 pub use msg_id::{decode_offset_msg_id, offset_msg_id};
 pub use properties::{keys, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
 pub use record::{

@@ -12,7 +12,7 @@ use crate::commit_log::scan::{step_fresh_or_io, Step};
 use crate::consume_queue::CqEntry;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::message::{tags_code, Properties, StoredRecord};
+use crate::message::{tags_code, IndexedProperties, StoredRecord};
 use crate::offset::{CommitLogOffset, QueueOffset};
 
 use super::MessageStore;
@@ -120,7 +120,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if !is_dispatchable(rec.sys_flag) {
             return Ok(None);
         }
-        let props = Properties::parse(&rec.properties).unwrap_or_default();
+        let props = IndexedProperties::scan(&rec.properties);
         let phys = CommitLogOffset(u64::try_from(rec.phys_offset).unwrap_or(0));
         let (to_queue, to_index) = match scope {
             Scope::All | Scope::Scan => (true, true),
@@ -135,7 +135,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             let mut entry = CqEntry {
                 phys_offset: phys,
                 size: rec.total_size,
-                tags_code: props.tags().map_or(0, tags_code),
+                tags_code: props.tags.map_or(0, tags_code),
             };
             let recovering = matches!(scope, Scope::Rebuild { .. } | Scope::Scan);
             if self.config.mutant_shifted_rebuild && recovering {
@@ -155,7 +155,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if !to_index {
             return Ok(grown);
         }
-        if let Some(uniq) = props.uniq_key() {
+        if let Some(uniq) = props.uniq_key {
             self.index
                 .put(&rec.topic, uniq, phys, rec.store_timestamp_ms)?;
         }

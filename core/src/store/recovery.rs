@@ -80,7 +80,7 @@ pub(super) async fn open<D: Disk, C: Clock>(
         Tail::reached(scan_from, last_ms)
     };
     let end = tail.end;
-    store.resume_at(start, tail).await?;
+    store.resume_at(start, tail, abnormal).await?;
     // The marker survives a crash, so after one it is already there.
     if !abnormal {
         tolerate_full(
@@ -384,15 +384,21 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Truncates and zeroes the log after `end`, makes `[start, end)`
     /// durable, trims queues to the log and sets the write position.
-    async fn resume_at(&mut self, start: u64, tail: Tail) -> Result<()> {
+    async fn resume_at(&mut self, start: u64, tail: Tail, abnormal: bool) -> Result<()> {
         let (end, last_ms) = (tail.end, tail.last_ms);
         self.log.chain().truncate(end).await?;
-        // Records found after the safe point may sit only in the page cache
-        // (a process crash keeps it) — even in pages the kernel believes
-        // clean after a failed fsync (fsyncgate). Rewrite them so they are
-        // dirty for sure, then sync: a later power loss must not leave a
-        // hole under records that are now trusted and acknowledged after.
-        self.log.chain().rewrite(start.min(end), end)?;
+        // After a crash, records found after the safe point may sit only in
+        // the page cache (a process crash keeps it) — even in pages the
+        // kernel believes clean after a failed fsync (fsyncgate). Rewrite
+        // them so they are dirty for sure, then sync: a later power loss
+        // must not leave a hole under records that are now trusted and
+        // acknowledged after. A clean stop synced the whole log before it
+        // removed the abort marker (a failed sync poisons the store and
+        // leaves the marker), so there is nothing to rewrite — and with no
+        // checkpoint, rewriting would write the whole log to the device.
+        if abnormal {
+            self.log.chain().rewrite(start.min(end), end)?;
+        }
         self.log.chain().sync(start.min(end), end).await?;
         let mut queue_next: BTreeMap<String, BTreeMap<i32, u64>> = BTreeMap::new();
         for cq in self.queues.all() {
