@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_core::disk::Disk;
 use sluice_core::store::SPACE_RECHECK_INTERVAL_MS;
 use sluice_core::testing::{ManualClock, SimDisk};
 use sluice_core::{DiskPressureRetention, Error, MessageStore, QueueOffset, StoreConfig};
@@ -37,6 +38,16 @@ fn filled(mode: DiskPressureRetention) -> (SimDisk, ManualClock, Store) {
 
 fn put(store: &Store) -> Result<(), Error> {
     block_on(store.put(msg("T", 0, b"late", None, None), true)).map(|_| ())
+}
+
+#[test]
+fn a_full_sim_disk_reports_every_byte_used() {
+    let disk = SimDisk::new(1);
+    disk.set_full(true);
+    let full = disk.space().expect("space");
+    assert_eq!(full.used_bytes, full.total_bytes);
+    disk.set_full(false);
+    assert!(disk.space().expect("space").used_bytes < full.total_bytes);
 }
 
 #[test]

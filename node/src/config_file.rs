@@ -15,6 +15,8 @@
 //! index_slots = 5000000          # hash slots per index file (RocketMQ's)
 //! index_entries = 20000000       # entries per index file (420 MB files)
 //! file_reserved_hours = 72
+//! disk_pressure_retention = "consumed" # above 75% disk use, delete early only segments every
+//!                                 # group consumed ("force": oldest first, unread or not)
 //! delay_levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 //! max_reconsume_times = 16
 //! lock_expiry_ms = 60000
@@ -85,7 +87,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use sluice_core::FlushMode;
+use sluice_core::{DiskPressureRetention, FlushMode};
 use sluice_net::{Credentials, TlsSettings, TlsTransport};
 
 use crate::acl::{self, Acl, AclMode, Policy, PolicyFile};
@@ -224,6 +226,8 @@ pub struct BrokerFile {
     pub commit_log_segment_bytes: Option<u64>,
     /// Retention by age.
     pub file_reserved_hours: Option<u64>,
+    /// `consumed` (default) or `force`: what disk pressure may delete early.
+    pub disk_pressure_retention: Option<String>,
     /// Hash slots per index file.
     pub index_slots: Option<u32>,
     /// Entries per index file.
@@ -339,9 +343,7 @@ impl BrokerFile {
         if let Some(v) = self.namesrv_addrs {
             c.namesrv_addrs = v;
         }
-        if let Some(v) = self.flush_mode {
-            c.store.flush_mode = parse_flush_mode(&v)?;
-        }
+        store_modes(self.flush_mode, self.disk_pressure_retention, &mut c.store)?;
         if let Some(v) = self.auto_create_topic {
             c.auto_create_topic = v;
         }
@@ -418,6 +420,29 @@ fn apply_acl(acl: Option<AclFile>, c: &mut BrokerConfig) -> Result<()> {
         let setup = a.into_setup()?;
         c.acl = setup.acl;
         c.credentials = setup.credentials;
+    }
+    Ok(())
+}
+
+/// Applies `flush_mode` and `disk_pressure_retention` when set.
+fn store_modes(
+    flush: Option<String>,
+    pressure: Option<String>,
+    store: &mut sluice_core::StoreConfig,
+) -> Result<()> {
+    if let Some(v) = flush {
+        store.flush_mode = parse_flush_mode(&v)?;
+    }
+    if let Some(v) = pressure {
+        store.disk_pressure_retention = match v.to_ascii_lowercase().as_str() {
+            "consumed" => DiskPressureRetention::Consumed,
+            "force" => DiskPressureRetention::Force,
+            other => {
+                return Err(Error::Config(format!(
+                    "disk_pressure_retention must be consumed or force, not {other:?}"
+                )))
+            }
+        };
     }
     Ok(())
 }
@@ -537,6 +562,18 @@ mod tests {
             .into_config()
             .expect_err("a timer may not outlive the retention");
         assert!(err.to_string().contains("file_reserved_ms"), "{err}");
+        let (c, _) = BrokerFile::parse("disk_pressure_retention = \"force\"")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert_eq!(
+            c.store.disk_pressure_retention,
+            DiskPressureRetention::Force
+        );
+        assert!(BrokerFile::parse("disk_pressure_retention = \"always\"")
+            .expect("parses")
+            .into_config()
+            .is_err());
         assert!(BrokerFile::parse("flush_mode = \"maybe\"")
             .expect("parses")
             .into_config()
