@@ -207,3 +207,4 @@ fn oracle_catches_a_dedupe_window_not_rebuilt_after_a_restart() {
         "the rebuilt window stores a retry twice on seed {seed}"
     );
 }
+
