@@ -36,4 +36,6 @@ pub mod testing;
 pub use clock::{Clock, SystemClock};
 pub use error::{Error, Result};
 pub use offset::{CommitLogOffset, NegativeOffset, QueueOffset};
-pub use store::{FlushMode, GetResult, GetStatus, MessageStore, StoreConfig};
+pub use store::{
+    DiskPressureRetention, FlushMode, GetResult, GetStatus, MessageStore, StoreConfig,
+};

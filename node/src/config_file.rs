@@ -15,6 +15,8 @@
 //! index_slots = 5000000          # hash slots per index file (RocketMQ's)
 //! index_entries = 20000000       # entries per index file (420 MB files)
 //! file_reserved_hours = 72
+//! disk_pressure_retention = "consumed" # above 75% disk use, delete early only segments every
+//!                                 # group consumed ("force": oldest first, unread or not)
 //! delay_levels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 //! max_reconsume_times = 16
 //! lock_expiry_ms = 60000
@@ -84,121 +86,18 @@
 //! group_perms = { billing = "SUB" }   # a group's retry topic follows it
 //! ```
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use serde::Deserialize;
-use sluice_core::FlushMode;
-use sluice_net::{Credentials, TlsSettings, TlsTransport};
-
-use crate::acl::{self, Acl, AclMode, Policy, PolicyFile};
+use sluice_core::{DiskPressureRetention, FlushMode};
+use sluice_net::{TlsSettings, TlsTransport};
 
 use crate::broker::BrokerConfig;
 use crate::error::{Error, Result};
 
+mod acl_table;
 mod replication;
+use acl_table::apply_acl;
+pub use acl_table::{parse_acl_mode, require_acl_beyond_loopback, AclFile, AclSetup};
 pub use replication::ReplicationFile;
-
-/// The `[acl]` table.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AclFile {
-    /// `off`, `permissive` or `enforcing` (default `enforcing` when the
-    /// table is present).
-    pub mode: Option<String>,
-    /// A policy file (the same keys as this table's accounts), reloadable.
-    pub file: Option<String>,
-    /// The broker's own access key, for its calls to name servers.
-    pub access_key: Option<String>,
-    /// Its secret.
-    pub secret_key: Option<String>,
-    /// Trusted hosts.
-    #[serde(default)]
-    pub global_allow_addresses: Vec<String>,
-    /// Accounts.
-    #[serde(default)]
-    pub accounts: Vec<acl::AccountFile>,
-}
-
-/// Access control as configured: `None` when off.
-pub struct AclSetup {
-    /// The server-side check.
-    pub acl: Option<Arc<Acl>>,
-    /// The broker's own credentials.
-    pub credentials: Option<Credentials>,
-}
-
-/// Parses an ACL mode: `off` is `None`.
-pub fn parse_acl_mode(v: &str) -> Result<Option<AclMode>> {
-    match v.to_ascii_lowercase().as_str() {
-        "off" | "disabled" => Ok(None),
-        "permissive" => Ok(Some(AclMode::Permissive)),
-        "enforcing" | "on" => Ok(Some(AclMode::Enforcing)),
-        other => Err(Error::Config(format!(
-            "acl.mode must be off, permissive or enforcing, not {other:?}"
-        ))),
-    }
-}
-
-impl AclFile {
-    /// Builds the check (loading the policy file now) and the credentials.
-    pub fn into_setup(self) -> Result<AclSetup> {
-        let mode = parse_acl_mode(self.mode.as_deref().unwrap_or("enforcing"))?;
-        let credentials = match (self.access_key, self.secret_key) {
-            (Some(ak), Some(sk)) => Some(Credentials::new(ak, sk)),
-            (None, None) => None,
-            _ => {
-                return Err(Error::Config(
-                    "acl.access_key and acl.secret_key go together".into(),
-                ))
-            }
-        };
-        let Some(mode) = mode else {
-            return Ok(AclSetup {
-                acl: None,
-                credentials,
-            });
-        };
-        let mut inline = Policy::default();
-        PolicyFile {
-            global_allow_addresses: self.global_allow_addresses,
-            accounts: self.accounts,
-        }
-        .add_to(&mut inline)?;
-        let source = acl::Source {
-            inline,
-            file: self.file.map(PathBuf::from),
-        };
-        let acl = Acl::load(mode, source)?;
-        if acl.policy().accounts.is_empty() && acl.policy().global_allow_addresses.is_empty() {
-            tracing::warn!("ACL is on with no accounts: every request will be refused");
-        }
-        Ok(AclSetup {
-            acl: Some(Arc::new(acl)),
-            credentials,
-        })
-    }
-}
-
-/// Fails when `listen` is reachable beyond this host and access control
-/// was not configured at all: Sluice is open only on loopback by default.
-pub fn require_acl_beyond_loopback(listen: &str, configured: bool, what: &str) -> Result<()> {
-    if configured {
-        return Ok(());
-    }
-    let loopback = match listen.parse::<SocketAddr>() {
-        Ok(addr) => addr.ip().is_loopback(),
-        Err(_) => listen.starts_with("localhost:"),
-    };
-    if loopback {
-        return Ok(());
-    }
-    Err(Error::Config(format!(
-        "{what} listens on {listen}, beyond loopback, with no access control: configure \
-         ACL (an [acl] table, or --acl-file), or say mode = \"off\" (--acl-mode off) to run it open"
-    )))
-}
 
 /// The file's fields; absent ones keep their defaults.
 #[derive(Debug, Default, Deserialize)]
@@ -228,6 +127,8 @@ pub struct BrokerFile {
     pub commit_log_segment_bytes: Option<u64>,
     /// Retention by age.
     pub file_reserved_hours: Option<u64>,
+    /// `consumed` (default) or `force`: what disk pressure may delete early.
+    pub disk_pressure_retention: Option<String>,
     /// Hash slots per index file.
     pub index_slots: Option<u32>,
     /// Entries per index file.
@@ -363,9 +264,7 @@ impl BrokerFile {
         if let Some(v) = self.namesrv_addrs {
             c.namesrv_addrs = v;
         }
-        if let Some(v) = self.flush_mode {
-            c.store.flush_mode = parse_flush_mode(&v)?;
-        }
+        store_modes(self.flush_mode, self.disk_pressure_retention, &mut c.store)?;
         if let Some(v) = self.auto_create_topic {
             c.auto_create_topic = v;
         }
@@ -435,13 +334,25 @@ impl BrokerFile {
     }
 }
 
-/// The `[acl]` table onto `c`; without one, `c` must listen on loopback.
-fn apply_acl(acl: Option<AclFile>, c: &mut BrokerConfig) -> Result<()> {
-    require_acl_beyond_loopback(&c.listen, acl.is_some(), "the broker")?;
-    if let Some(a) = acl {
-        let setup = a.into_setup()?;
-        c.acl = setup.acl;
-        c.credentials = setup.credentials;
+/// Applies `flush_mode` and `disk_pressure_retention` when set.
+fn store_modes(
+    flush: Option<String>,
+    pressure: Option<String>,
+    store: &mut sluice_core::StoreConfig,
+) -> Result<()> {
+    if let Some(v) = flush {
+        store.flush_mode = parse_flush_mode(&v)?;
+    }
+    if let Some(v) = pressure {
+        store.disk_pressure_retention = match v.to_ascii_lowercase().as_str() {
+            "consumed" => DiskPressureRetention::Consumed,
+            "force" => DiskPressureRetention::Force,
+            other => {
+                return Err(Error::Config(format!(
+                    "disk_pressure_retention must be consumed or force, not {other:?}"
+                )))
+            }
+        };
     }
     Ok(())
 }
@@ -585,6 +496,18 @@ mod tests {
             .into_config()
             .expect_err("a timer may not outlive the retention");
         assert!(err.to_string().contains("file_reserved_ms"), "{err}");
+        let (c, _) = BrokerFile::parse("disk_pressure_retention = \"force\"")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert_eq!(
+            c.store.disk_pressure_retention,
+            DiskPressureRetention::Force
+        );
+        assert!(BrokerFile::parse("disk_pressure_retention = \"always\"")
+            .expect("parses")
+            .into_config()
+            .is_err());
         assert!(BrokerFile::parse("flush_mode = \"maybe\"")
             .expect("parses")
             .into_config()

@@ -84,11 +84,9 @@ pub enum Deferral {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[expect(clippy::struct_excessive_bools, reason = "independent switches")]
 pub struct BrokerTuning {
-    /// Tiny CommitLog and ConsumeQueue segments and index files, so each
-    /// rolls over every few messages.
+    /// Tiny segments and index files, each rolling over every few messages.
     pub tiny_files: bool,
-    /// How often the broker persists committed consumer offsets (`None`:
-    /// the harness's default).
+    /// Committed-offset persistence period (`None`: the harness's default).
     pub offset_persist_interval_ms: Option<u64>,
     /// Mutant: ConsumeQueues rebuilt from the CommitLog point each entry
     /// at the record of the offset before.
@@ -100,6 +98,8 @@ pub struct BrokerTuning {
     pub mutant_dedupe_not_rebuilt: bool,
     /// Mutant: the "already committed?" lookup of a transaction misses.
     pub mutant_commit_lookup_misses: bool,
+    /// Mutant: disk pressure deletes unread segments (`force`, RocketMQ's).
+    pub mutant_force_retention: bool,
 }
 
 /// A replicated broker group: the first broker and its replicas.

@@ -138,6 +138,12 @@ pub enum PullOutcome {
     },
     /// Nothing at or after the offset.
     End,
+    /// The offset lies below the queue's retention floor (retention
+    /// deleted it): continue at the floor, as RocketMQ consumers do.
+    BelowFloor {
+        /// The queue's first readable offset.
+        floor: u64,
+    },
     /// Try again later.
     Retry(String),
 }
@@ -172,6 +178,13 @@ pub fn pull_outcome(offset: u64, result: Result<PullResult, Error>) -> PullOutco
             PullOutcome::Found { records, next }
         }
         PullStatus::NoNewMessage => PullOutcome::End,
+        PullStatus::OffsetIllegal
+            if u64::try_from(r.next_begin_offset).is_ok_and(|f| f > offset) =>
+        {
+            PullOutcome::BelowFloor {
+                floor: u64::try_from(r.next_begin_offset).unwrap_or(offset),
+            }
+        }
         status @ (PullStatus::NoMatchedMessage | PullStatus::OffsetIllegal) => PullOutcome::Retry(
             format!("{status:?} at {offset}, next {}", r.next_begin_offset),
         ),
@@ -305,8 +318,13 @@ mod tests {
             pull_outcome(3, Ok(pulled(PullStatus::Found, 3, &[]))),
             PullOutcome::Retry(_)
         ));
-        assert!(matches!(
+        assert_eq!(
             pull_outcome(3, Ok(pulled(PullStatus::OffsetIllegal, 9, &[]))),
+            PullOutcome::BelowFloor { floor: 9 },
+            "retention moved the queue's floor past the offset"
+        );
+        assert!(matches!(
+            pull_outcome(9, Ok(pulled(PullStatus::OffsetIllegal, 3, &[]))),
             PullOutcome::Retry(_)
         ));
         assert!(matches!(

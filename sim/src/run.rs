@@ -268,6 +268,11 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
     }
     if plan.tuning.tiny_files {
         tiny_files(&mut config.store);
+        // Retention sees a full device while it is full (it lasts ~1 s).
+        config.retention_interval_ms = TINY_FILES_RETENTION_INTERVAL_MS;
+    }
+    if plan.tuning.mutant_force_retention {
+        config.store.disk_pressure_retention = sluice_core::DiskPressureRetention::Force;
     }
     config.store.mutant_shifted_rebuild = plan.tuning.mutant_shifted_rebuild;
     config.stats = !plan.tuning.mutant_no_stats;
@@ -388,6 +393,10 @@ fn safety_phase(sim: &mut turmoil::Sim<'_>, cluster: &Cluster<'_>) -> Result<(),
         }
     }
 }
+
+/// Retention period of a broker on tiny files, whose disk-full faults
+/// last 0.3–1.5 s: disk-pressure retention and the reject ratio get to run.
+const TINY_FILES_RETENTION_INTERVAL_MS: u64 = 250;
 
 /// Tiny files: a CommitLog segment holds a handful of records (each group
 /// commit pads to a 512 B sector), a ConsumeQueue segment 8 entries, an

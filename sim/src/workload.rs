@@ -195,6 +195,7 @@ pub async fn long_poll(
             }
             PullOutcome::End if producers_done => return Ok(()),
             PullOutcome::End => {}
+            PullOutcome::BelowFloor { floor } => offset = floor,
             PullOutcome::Retry(_) => {
                 if producers_done {
                     failures_after_end += 1;
@@ -209,7 +210,8 @@ pub async fn long_poll(
 }
 
 /// Waits `wait_ms` (so every delayed message is due), then reads every
-/// queue from offset 0 until the broker reports its end, retrying while
+/// queue from offset 0 (or the retention floor above it) until the broker
+/// reports its end, retrying while
 /// the broker is unreachable or recovering. It asks the first `namesrvs`
 /// name servers for routes.
 pub async fn drain(
@@ -261,6 +263,7 @@ pub async fn drain(
                     offset = next;
                 }
                 PullOutcome::End => break,
+                PullOutcome::BelowFloor { floor } => offset = floor,
                 PullOutcome::Retry(reason) => {
                     failures += 1;
                     if failures >= DRAIN_ATTEMPTS_MAX {

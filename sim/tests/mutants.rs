@@ -23,6 +23,10 @@
 //!   (`CommittedTwice`) when a late END or a check-back meets a commit
 //!   that survived a crash without its op record (apache/rocketmq #5574),
 //!   within [`TRANSACTION_SEEDS_MAX`] seeds of `transaction_duplicate_ends`.
+//! - A broker whose disk-pressure retention deletes the oldest segments
+//!   whether consumed or not (`force`, RocketMQ's behaviour) must be caught
+//!   losing acknowledged messages when its device fills up before anyone
+//!   read them (no live consumers: only the drain reads, after the free).
 //! - A broker that records no stats must be caught undercounting the
 //!   messages clients saw acknowledged and read (its figures are what
 //!   `/metrics` exports).
@@ -233,5 +237,26 @@ fn oracle_catches_a_transaction_committed_again_after_a_crash() {
     assert!(
         !committed_twice(&Plan::transaction_ends(seed)),
         "the unbroken broker commits a transaction twice on seed {seed}"
+    );
+}
+
+/// A full-disk plan whose messages nobody reads before the drain.
+fn full_disk_unread(seed: u64) -> Plan {
+    let mut plan = Plan::disk_full(seed);
+    plan.workload.long_poll_consumers = false;
+    plan
+}
+
+#[test]
+fn oracle_catches_disk_pressure_deleting_unread_messages() {
+    let forced = |seed| full_disk_unread(seed).with_forced_retention();
+    let Some(seed) = first_catching_seed(forced, FlushMode::Sync) else {
+        panic!("forced disk-pressure retention survived {SEEDS_MAX} seeds of full disks");
+    };
+    let verdict = run_verdict(&full_disk_unread(seed), FlushMode::Sync).expect("simulation runs");
+    assert!(
+        verdict.violations.is_empty(),
+        "the consumed-only default fails seed {seed}: {:?}",
+        verdict.violations
     );
 }

@@ -15,6 +15,25 @@ pub enum FlushMode {
     Async,
 }
 
+/// What retention may delete early (before `file_reserved_ms`) while the
+/// disk is fuller than `disk_used_ratio_max`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DiskPressureRetention {
+    /// Only segments every record of which has been consumed: each
+    /// ConsumeQueue's entries in the segment lie below the floor the broker
+    /// reports for that queue (the lowest committed offset of the groups
+    /// with offsets on it). A queue no group has offsets on counts as
+    /// unconsumed, and with no floor registered nothing is deleted early.
+    /// When nothing may go, puts stay refused above
+    /// `disk_used_ratio_reject` until space returns.
+    #[default]
+    Consumed,
+    /// RocketMQ's behaviour: the oldest segments go whatever their
+    /// consumption, so acknowledged messages no consumer has read may be
+    /// lost. An explicit operator choice.
+    Force,
+}
+
 /// Configuration of a [`crate::store::MessageStore`].
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -34,9 +53,11 @@ pub struct StoreConfig {
     pub body_bytes_max: usize,
     /// Records older than this may be deleted (RocketMQ: 72 h).
     pub file_reserved_ms: u64,
-    /// Above this used-disk ratio the oldest segments are deleted whatever
-    /// their age (RocketMQ: 0.75).
+    /// Above this used-disk ratio the oldest segments may be deleted before
+    /// their age is up, as `disk_pressure_retention` allows (RocketMQ: 0.75).
     pub disk_used_ratio_max: f64,
+    /// Which segments disk-pressure retention may delete early.
+    pub disk_pressure_retention: DiskPressureRetention,
     /// Above this used-disk ratio puts are refused (RocketMQ: 0.90).
     pub disk_used_ratio_reject: f64,
     /// Segments deleted per retention pass at most (RocketMQ: 10).
@@ -72,6 +93,7 @@ impl Default for StoreConfig {
             body_bytes_max: BODY_BYTES_MAX,
             file_reserved_ms: 72 * 3600 * 1000,
             disk_used_ratio_max: 0.75,
+            disk_pressure_retention: DiskPressureRetention::Consumed,
             disk_used_ratio_reject: 0.90,
             retention_segments_per_pass_max: 10,
             recovery_verify_bytes: 64 << 20,

@@ -13,10 +13,10 @@ mod recovery;
 mod retention;
 mod tail;
 
-pub use config::{FlushMode, StoreConfig};
+pub use config::{DiskPressureRetention, FlushMode, StoreConfig};
 pub use dispatch::ArrivalListener;
 pub use get::{GetResult, GetStatus, MessageFilter, TagsFilter, SCAN_ENTRIES_MAX};
-pub use retention::RetentionReport;
+pub use retention::{ConsumedFloor, RetentionReport, SPACE_RECHECK_INTERVAL_MS};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,6 +50,12 @@ pub struct MessageStore<D: Disk, C: Clock> {
     dispatcher: Mutex<Dispatcher>,
     listener: RwLock<Option<ArrivalListener>>,
     disk_full: AtomicBool,
+    /// Monotonic ms + 1 of the last space query made for a refused put
+    /// (0: none yet).
+    space_checked_ms: AtomicU64,
+    /// The broker's committed-offset floor per queue, which gates
+    /// disk-pressure retention in `DiskPressureRetention::Consumed` mode.
+    consumed_floor: RwLock<Option<ConsumedFloor>>,
     shut_down: AtomicBool,
     checkpointing: AtomicBool,
     /// Consumers see nothing at or past this offset (`u64::MAX`: no gate).
@@ -140,7 +146,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             return Err(Error::NotWriter);
         }
         self.log.check_writable()?;
-        if self.disk_full.load(Ordering::Acquire) {
+        if self.disk_full.load(Ordering::Acquire) && !self.space_returned() {
             return Err(Error::DiskFull {
                 reason: format!(
                     "disk use above {:.0}%",

@@ -63,6 +63,8 @@ pub(super) async fn open<D: Disk, C: Clock>(
         dispatcher: Mutex::new(Dispatcher::default()),
         listener: RwLock::new(None),
         disk_full: AtomicBool::new(false),
+        space_checked_ms: AtomicU64::new(0),
+        consumed_floor: RwLock::new(None),
         shut_down: AtomicBool::new(false),
         checkpointing: AtomicBool::new(false),
         confirmed: AtomicU64::new(u64::MAX),

@@ -1,18 +1,32 @@
 //! Retention: deletes whole CommitLog segments, oldest first, once their
-//! records are older than `file_reserved_ms` or while the disk is fuller
-//! than `disk_used_ratio_max`; then advances every ConsumeQueue's min and
-//! drops index files wholly below the new log start. The active segment and
-//! anything not yet dispatched are never deleted.
+//! records are older than `file_reserved_ms`, or early while the disk is
+//! fuller than `disk_used_ratio_max` as `disk_pressure_retention` allows
+//! (by default only segments every consumer group has consumed); then
+//! advances every ConsumeQueue's min and drops index files wholly below the
+//! new log start. The active segment and anything not yet dispatched are
+//! never deleted. Also keeps the disk-full flag that refuses puts, rechecked
+//! by each pass and, rate-limited, by refused puts.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::commit_log::scan::{step, Step};
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::offset::CommitLogOffset;
+use crate::offset::{CommitLogOffset, QueueOffset};
 
-use super::MessageStore;
+use super::{DiskPressureRetention, MessageStore};
+
+/// Told a queue's topic and id, answers the lowest offset any consumer
+/// group has committed on it (`None`: no group has offsets there). Every
+/// entry below it has been consumed by every group. Must be cheap.
+pub type ConsumedFloor = Arc<dyn Fn(&str, i32) -> Option<QueueOffset> + Send + Sync>;
+
+/// While puts are refused as full, a refused put re-queries disk space at
+/// most this often, so service resumes soon after space returns instead of
+/// at the next retention pass.
+pub const SPACE_RECHECK_INTERVAL_MS: u64 = 200;
 
 /// What one retention pass did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -59,7 +73,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 Step::Record(rec, _) => rec.store_timestamp_ms,
                 _ => i64::MAX,
             };
-            if newest_ms < cutoff_ms || over_ratio {
+            if newest_ms < cutoff_ms || (over_ratio && self.may_delete_early(next)?) {
                 doomed.push(start);
             } else {
                 break;
@@ -86,12 +100,79 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 "retention removed CommitLog segments"
             );
         }
+        report.disk_full = self.note_used_ratio(used_ratio);
+        report.log_min = self.log.min_offset();
+        Ok(report)
+    }
+
+    /// Registers the broker's committed-offset floor per queue.
+    pub fn set_consumed_floor(&self, floor: ConsumedFloor) {
+        *self
+            .consumed_floor
+            .write()
+            .expect("invariant: lock not poisoned") = Some(floor);
+    }
+
+    /// Whether disk pressure may delete everything below `end` before its
+    /// age is up: always in `Force` mode; in `Consumed` mode only when every
+    /// queue's entries below `end` lie below that queue's consumed floor.
+    fn may_delete_early(&self, end: u64) -> Result<bool> {
+        if self.config.disk_pressure_retention == DiskPressureRetention::Force {
+            return Ok(true);
+        }
+        let guard = self
+            .consumed_floor
+            .read()
+            .expect("invariant: lock not poisoned");
+        let Some(floor) = guard.as_ref() else {
+            return Ok(false);
+        };
+        for cq in self.queues.all() {
+            let kept_from = cq.first_at_or_after(CommitLogOffset(end))?;
+            if kept_from <= cq.min_offset() {
+                continue; // none of this queue's entries lie below `end`
+            }
+            match floor(cq.topic(), cq.queue_id()) {
+                Some(consumed) if consumed >= kept_from => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Records the used ratio just seen; returns whether puts are refused.
+    fn note_used_ratio(&self, used_ratio: f64) -> bool {
         let full = used_ratio > self.config.disk_used_ratio_reject;
         if full != self.disk_full.swap(full, Ordering::AcqRel) {
             tracing::warn!(used_ratio, full, "disk-full state changed");
         }
-        report.disk_full = full;
-        report.log_min = self.log.min_offset();
-        Ok(report)
+        full
+    }
+
+    /// For a put refused as full: re-queries disk space (at most once per
+    /// [`SPACE_RECHECK_INTERVAL_MS`] of the store's clock) and returns true
+    /// when space has returned, clearing the flag.
+    pub(super) fn space_returned(&self) -> bool {
+        // Stamps are monotonic ms + 1, so 0 means "never checked".
+        let stamp = u64::try_from(self.clock.monotonic().as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let last = self.space_checked_ms.load(Ordering::Acquire);
+        let due = last == 0 || stamp.saturating_sub(last) >= SPACE_RECHECK_INTERVAL_MS;
+        if !due
+            || self
+                .space_checked_ms
+                .compare_exchange(last, stamp, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return false;
+        }
+        match self.disk.space() {
+            Ok(space) => !self.note_used_ratio(space.used_ratio()),
+            Err(e) => {
+                tracing::warn!(error = %e, "space query for a refused put failed");
+                false
+            }
+        }
     }
 }

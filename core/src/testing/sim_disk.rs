@@ -452,9 +452,8 @@ impl SimDisk {
 
     /// Makes the device full (`true`) or frees it (`false`). While full,
     /// every `create_segment` and `replace_atomically` fails with
-    /// `StorageFull`; writes into existing segments (allocated in full at
-    /// creation) still work, and `space()` is unchanged — the device filled
-    /// up between two looks at its usage (another tenant, reserved blocks).
+    /// `StorageFull` and `space()` reports every byte used; writes into
+    /// existing segments (allocated in full at creation) still work.
     pub fn set_full(&self, full: bool) {
         self.lock().full = full;
     }
@@ -619,12 +618,12 @@ impl Disk for SimDisk {
 
     fn space(&self) -> io::Result<DiskSpace> {
         let state = self.lock();
+        let capacity = state.config.capacity_bytes;
+        let total_bytes = capacity.unwrap_or(CAPACITY_BYTES_DEFAULT);
+        let used = state.used_bytes();
         Ok(DiskSpace {
-            used_bytes: state.used_bytes(),
-            total_bytes: state
-                .config
-                .capacity_bytes
-                .unwrap_or(CAPACITY_BYTES_DEFAULT),
+            used_bytes: if state.full { total_bytes } else { used }, // see `set_full`
+            total_bytes,
         })
     }
 }

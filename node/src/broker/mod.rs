@@ -170,18 +170,30 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             registration: register::Signals::default(),
             ha,
         });
-        // Replies of request-reply go to the cluster's reply topic, which
-        // Apache's broker creates at start-up (one queue, read-write):
-        // responders' producers route to it without auto-creation.
-        let reply = handlers::reply_topic(&broker.config.cluster_name);
-        broker
-            .topics
-            .ensure(&reply, 1, PERM_READ | PERM_WRITE, broker.now_ms());
+        broker.settle_in();
         match broker.replication() {
             Some(ha) => ha::listen_appends(&broker, ha),
             None => broker.rebuild_dedupe(),
         }
         Ok(broker)
+    }
+
+    /// Start-up wiring that needs the broker behind its `Arc`.
+    fn settle_in(self: &Arc<Self>) {
+        // Disk-pressure retention may delete early only what every group
+        // with offsets on a queue has consumed (unless configured "force").
+        let weak = Arc::downgrade(self);
+        self.store
+            .set_consumed_floor(Arc::new(move |topic, queue_id| {
+                let floor = weak.upgrade()?.offsets.consumed_floor(topic, queue_id)?;
+                u64::try_from(floor).ok().map(sluice_core::QueueOffset::new)
+            }));
+        // Replies of request-reply go to the cluster's reply topic, which
+        // Apache's broker creates at start-up (one queue, read-write):
+        // responders' producers route to it without auto-creation.
+        let reply = handlers::reply_topic(&self.config.cluster_name);
+        self.topics
+            .ensure(&reply, 1, PERM_READ | PERM_WRITE, self.now_ms());
     }
 
     /// The configuration in force.

@@ -133,6 +133,20 @@ impl OffsetTable {
             .collect()
     }
 
+    /// The lowest offset any group has committed on `topic`'s queue
+    /// `queue_id` (`None`: no group has): every entry below it has been
+    /// consumed by every group with offsets there. Gates disk-pressure
+    /// retention.
+    pub fn consumed_floor(&self, topic: &str, queue_id: i32) -> Option<i64> {
+        self.lock()
+            .file
+            .offset_table
+            .iter()
+            .filter(|(k, _)| k.split_once('@').is_some_and(|(t, _)| t == topic))
+            .filter_map(|(_, queues)| queues.get(&queue_id).copied())
+            .min()
+    }
+
     /// Topics `group` has committed offsets for, sorted.
     pub fn topics_of_group(&self, group: &str) -> Vec<String> {
         self.lock()
@@ -222,6 +236,19 @@ mod tests {
         assert_eq!(t.get("T", "g2", 0), Some(3), "other groups are kept");
         assert!(t.take_dirty_json().is_some(), "removal is persisted");
         assert!(!t.remove_group("g"));
+    }
+
+    #[test]
+    fn the_consumed_floor_is_the_lowest_group_offset_on_the_queue() {
+        let t = OffsetTable::load(None).expect("load");
+        assert_eq!(t.consumed_floor("T", 0), None, "no group: unconsumed");
+        t.commit("T", "g", 0, 40, 0);
+        t.commit("T", "g2", 0, 25, 0);
+        t.commit("T", "g2", 1, 7, 0);
+        t.commit("TX", "g3", 0, 1, 0);
+        assert_eq!(t.consumed_floor("T", 0), Some(25));
+        assert_eq!(t.consumed_floor("T", 1), Some(7));
+        assert_eq!(t.consumed_floor("T", 2), None);
     }
 
     #[test]

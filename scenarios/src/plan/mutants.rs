@@ -35,6 +35,15 @@ impl Plan {
         self
     }
 
+    /// The same plan with a broker whose disk-pressure retention deletes
+    /// the oldest segments whether consumed or not, as RocketMQ's does (a
+    /// mutant of the `consumed` default).
+    #[must_use]
+    pub fn with_forced_retention(mut self) -> Self {
+        self.tuning.mutant_force_retention = true;
+        self
+    }
+
     /// The same plan with a group handler that loses messages it reports
     /// as consumed (a mutant).
     #[must_use]

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_client::consumer::api::PULL_BATCH_DEFAULT;
-use sluice_client::consumer::PullStatus;
 use sluice_client::{
     ClientConfig, ClientInstance, Message, MessageQueue, Producer, ProducerConfig, PullConsumer,
     Subscription, TlsTransport,
@@ -209,6 +208,7 @@ pub async fn long_poll(namesrv: String, queue_id: i32, rec: Recorder, stop: Arc<
                 offset = next;
             }
             PullOutcome::End => {}
+            PullOutcome::BelowFloor { floor } => offset = floor,
             PullOutcome::Retry(_) => tokio::time::sleep(DRAIN_BACKOFF).await,
         }
     }
@@ -228,17 +228,6 @@ pub async fn drain(namesrv: &str, rec: &Recorder) -> BTreeMap<i32, u64> {
         loop {
             let at = i64::try_from(offset).unwrap_or(i64::MAX);
             let result = consumer.pull(&mq, &all, at, PULL_BATCH_DEFAULT).await;
-            if let Ok(r) = &result {
-                // Retention removed the queue's head: read from its floor.
-                // An acknowledged message below it that no consumer read
-                // is then missing from every read: a lost ack.
-                let min = u64::try_from(r.min_offset).unwrap_or(0);
-                if r.status == PullStatus::OffsetIllegal && min > offset {
-                    floors.insert(queue_id, min);
-                    offset = min;
-                    continue;
-                }
-            }
             match pull_outcome(offset, result) {
                 PullOutcome::Found { records, next } => {
                     rec.record(Event::Poll {
@@ -248,6 +237,13 @@ pub async fn drain(namesrv: &str, rec: &Recorder) -> BTreeMap<i32, u64> {
                     offset = next;
                 }
                 PullOutcome::End => break,
+                // Retention removed the queue's head: read from its floor.
+                // An acknowledged message below it that no consumer read
+                // is then missing from every read: a lost ack.
+                PullOutcome::BelowFloor { floor } => {
+                    floors.insert(queue_id, floor);
+                    offset = floor;
+                }
                 PullOutcome::Retry(reason) => {
                     failures += 1;
                     if failures >= DRAIN_ATTEMPTS_MAX {
