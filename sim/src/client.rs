@@ -6,15 +6,18 @@
 
 use std::time::Duration;
 
+use sluice_client::consumer::api::PULL_BATCH_DEFAULT;
 use sluice_client::consumer::{PullResult, PullStatus};
 use sluice_client::{
-    ClientConfig, ClientInstance, Error, MessageQueue, SendResult, SendStatus, TurmoilTransport,
+    ClientConfig, ClientInstance, Error, MessageQueue, PullConsumer, SendResult, SendStatus,
+    Subscription, Transport, TurmoilTransport,
 };
 use sluice_core::message::DEFAULT_TOPIC;
+use sluice_core::Clock;
 use sluice_net::remoting::response_code;
 
 use crate::harness::{BROKER_NAME, NAMESRV_ADDR};
-use crate::history::MessageId;
+use crate::history::{Event, MessageId};
 use sluice_node::testing::SimClock;
 
 /// The production client on the simulated network and clock.
@@ -331,5 +334,63 @@ mod tests {
             pull_outcome(0, Err(broker(response_code::SYSTEM_ERROR))),
             PullOutcome::Retry(_)
         ));
+    }
+}
+
+/// How a drain reads a queue: it gives up after `attempts_max` failed
+/// pulls, `backoff` apart.
+#[derive(Clone, Copy, Debug)]
+pub struct DrainPolicy {
+    /// Failed pulls before the queue is reported `DrainIncomplete`.
+    pub attempts_max: u32,
+    /// Wait after a failed pull.
+    pub backoff: Duration,
+}
+
+/// Reads queue `queue_id` (`mq`) from offset 0 to its end, continuing at
+/// the retention floor when a pull says the offset is below it, as
+/// RocketMQ consumers do: an acknowledged message below the floor that no
+/// consumer read is then missing from every read, a lost ack. `record`
+/// gets a `Poll` per read, or a `DrainIncomplete` when the queue cannot be
+/// read to its end. Returns the last floor met, if any. The simulation's
+/// drain and the real-process one (`real::workload`) both read this way.
+pub async fn drain_queue<T: Transport, C: Clock>(
+    consumer: &PullConsumer<T, C>,
+    (mq, queue_id): (&MessageQueue, i32),
+    all: &Subscription,
+    policy: DrainPolicy,
+    record: impl Fn(Event),
+) -> Option<u64> {
+    let mut offset = 0u64;
+    let mut failures = 0;
+    let mut floor_met = None;
+    loop {
+        let at = i64::try_from(offset).unwrap_or(i64::MAX);
+        let result = consumer.pull(mq, all, at, PULL_BATCH_DEFAULT).await;
+        match pull_outcome(offset, result) {
+            PullOutcome::Found { records, next } => {
+                record(Event::Poll {
+                    queue: queue_id,
+                    records,
+                });
+                offset = next;
+            }
+            PullOutcome::End => return floor_met,
+            PullOutcome::BelowFloor { floor } => {
+                floor_met = Some(floor);
+                offset = floor;
+            }
+            PullOutcome::Retry(reason) => {
+                failures += 1;
+                if failures >= policy.attempts_max {
+                    record(Event::DrainIncomplete {
+                        queue: queue_id,
+                        reason,
+                    });
+                    return floor_met;
+                }
+                tokio::time::sleep(policy.backoff).await;
+            }
+        }
     }
 }

@@ -14,8 +14,8 @@ use sluice_client::{Message, Producer, ProducerConfig, PullConsumer, Subscriptio
 use sluice_core::message::keys;
 
 use crate::client::{
-    await_broker, client, client_of, pull_outcome, queue, send_outcome, PullOutcome, SendOutcome,
-    REQUEST_TIMEOUT_MS,
+    await_broker, client, client_of, drain_queue, pull_outcome, queue, send_outcome, DrainPolicy,
+    PullOutcome, SendOutcome, REQUEST_TIMEOUT_MS,
 };
 use crate::history::{Event, History};
 
@@ -246,37 +246,16 @@ pub async fn drain(
     }
     let consumer = PullConsumer::new(client, READER_GROUP);
     let all = Subscription::all(TOPIC);
+    let policy = DrainPolicy {
+        attempts_max: DRAIN_ATTEMPTS_MAX,
+        backoff: DRAIN_BACKOFF,
+    };
     for queue_id in 0..queues.max(1) {
         let mq = queue(TOPIC, queue_id);
-        let mut offset = 0;
-        let mut failures = 0;
-        loop {
-            let result = consumer
-                .pull(&mq, &all, pull_offset(offset), PULL_BATCH_DEFAULT)
-                .await;
-            match pull_outcome(offset, result) {
-                PullOutcome::Found { records, next } => {
-                    history.record(Event::Poll {
-                        queue: queue_id,
-                        records,
-                    });
-                    offset = next;
-                }
-                PullOutcome::End => break,
-                PullOutcome::BelowFloor { floor } => offset = floor,
-                PullOutcome::Retry(reason) => {
-                    failures += 1;
-                    if failures >= DRAIN_ATTEMPTS_MAX {
-                        history.record(Event::DrainIncomplete {
-                            queue: queue_id,
-                            reason,
-                        });
-                        break;
-                    }
-                    tokio::time::sleep(DRAIN_BACKOFF).await;
-                }
-            }
-        }
+        drain_queue(&consumer, (&mq, queue_id), &all, policy, |e| {
+            history.record(e);
+        })
+        .await;
     }
     Ok(())
 }

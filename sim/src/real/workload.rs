@@ -19,7 +19,9 @@ use sluice_client::{
 use sluice_core::message::keys;
 use sluice_core::SystemClock;
 
-use crate::client::{pull_outcome, send_outcome, PullOutcome, SendOutcome};
+use crate::client::{
+    drain_queue, pull_outcome, send_outcome, DrainPolicy, PullOutcome, SendOutcome,
+};
 use crate::history::{Event, History};
 
 /// The topic the run writes.
@@ -221,41 +223,15 @@ pub async fn drain(namesrv: &str, rec: &Recorder) -> BTreeMap<i32, u64> {
     let mut floors = BTreeMap::new();
     let consumer = PullConsumer::new(client(namesrv, "chaos-drain"), "chaos-drain");
     let all = Subscription::all(TOPIC);
+    let policy = DrainPolicy {
+        attempts_max: DRAIN_ATTEMPTS_MAX,
+        backoff: DRAIN_BACKOFF,
+    };
     for queue_id in 0..QUEUES {
         let mq = queue(queue_id);
-        let mut offset = 0u64;
-        let mut failures = 0;
-        loop {
-            let at = i64::try_from(offset).unwrap_or(i64::MAX);
-            let result = consumer.pull(&mq, &all, at, PULL_BATCH_DEFAULT).await;
-            match pull_outcome(offset, result) {
-                PullOutcome::Found { records, next } => {
-                    rec.record(Event::Poll {
-                        queue: queue_id,
-                        records,
-                    });
-                    offset = next;
-                }
-                PullOutcome::End => break,
-                // Retention removed the queue's head: read from its floor.
-                // An acknowledged message below it that no consumer read
-                // is then missing from every read: a lost ack.
-                PullOutcome::BelowFloor { floor } => {
-                    floors.insert(queue_id, floor);
-                    offset = floor;
-                }
-                PullOutcome::Retry(reason) => {
-                    failures += 1;
-                    if failures >= DRAIN_ATTEMPTS_MAX {
-                        rec.record(Event::DrainIncomplete {
-                            queue: queue_id,
-                            reason,
-                        });
-                        break;
-                    }
-                    tokio::time::sleep(DRAIN_BACKOFF).await;
-                }
-            }
+        let met = drain_queue(&consumer, (&mq, queue_id), &all, policy, |e| rec.record(e)).await;
+        if let Some(floor) = met {
+            floors.insert(queue_id, floor);
         }
     }
     floors
