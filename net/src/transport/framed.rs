@@ -3,11 +3,12 @@
 //! pre-encoded frames, coalescing small ones into one write and sending
 //! large or chunked bodies by reference with vectored writes (no copy).
 
+use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::remoting::frame::{self, EncodedFrame, FrameLimits};
@@ -17,11 +18,10 @@ use crate::{Error, RemotingCommand};
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Frames at most this large are copied into the coalescing buffer.
 const COALESCE_FRAME_BYTES_MAX: usize = 16 * 1024;
-/// Queued bytes (copied and shared) are written once they reach this much.
+/// Queued bytes (copied and shared) ask for a write once they reach this much.
 const COALESCE_BUFFER_BYTES: usize = 64 * 1024;
-/// Queued shared buffers are written once there are this many, so the
-/// queue stays near the kernel's iovec limit (`IOV_MAX`, 1024 on Linux);
-/// a write of more slices than that takes several calls.
+/// Most buffers given to one vectored write, and the count that asks for a
+/// write: below the kernel's iovec limit (`IOV_MAX`, 1024 on Linux).
 const SHARED_BUFFERS_MAX: usize = 512;
 
 /// Reads remoting frames from `R`.
@@ -56,6 +56,17 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub fn with_frame_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.frame_deadline = deadline;
         self
+    }
+
+    /// The next command if a whole one is already buffered; reads nothing.
+    /// A connection answers every request its last read brought before it
+    /// writes, so the answers go out together.
+    pub fn next_buffered(&mut self) -> Result<Option<RemotingCommand>, Error> {
+        let cmd = frame::decode(&mut self.buf, &self.limits)?;
+        if cmd.is_some() {
+            self.frame_timer = None;
+        }
+        Ok(cmd)
     }
 
     /// The next command; `Ok(None)` on a clean end of stream.
@@ -123,14 +134,20 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 /// pull response's stored records) or a large one is queued by reference
 /// and goes out in the same vectored write, so its bytes are never copied
 /// in user space. Queued buffers keep the order frames were pushed in.
+///
+/// [`FrameWriter::flush`] is cancel-safe: the queue drops every byte the
+/// stream accepted as each write returns, so a flush cancelled (or polled
+/// once and abandoned) part-way resumes at the next byte on the next call.
+/// That lets a connection try a write on the spot and leave the rest to its
+/// writer task.
 pub struct FrameWriter<W> {
     inner: W,
-    /// Heads and small bodies, copied in since the last write.
-    buf: BytesMut,
-    /// Buffers written as they are, each with the length `buf` had when it
-    /// was queued: it goes on the wire after `buf[..that length]`.
-    shared: Vec<(usize, Bytes)>,
-    shared_bytes: usize,
+    /// Heads and small bodies copied in since the last sealed buffer.
+    copy: BytesMut,
+    /// Buffers waiting for the wire, in order; the first may be partly
+    /// written (already advanced past what went out).
+    queued: VecDeque<Bytes>,
+    queued_bytes: usize,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
@@ -138,69 +155,87 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub fn new(inner: W) -> Self {
         Self {
             inner,
-            buf: BytesMut::with_capacity(COALESCE_BUFFER_BYTES),
-            shared: Vec::new(),
-            shared_bytes: 0,
+            copy: BytesMut::with_capacity(COALESCE_BUFFER_BYTES),
+            queued: VecDeque::new(),
+            queued_bytes: 0,
         }
     }
 
-    /// Queues one frame (see [`crate::remoting::frame::encode_split`]),
-    /// writing once enough is queued. Call [`FrameWriter::flush`] when no
-    /// more frames are ready.
-    pub async fn push(&mut self, frame: EncodedFrame) -> io::Result<()> {
-        self.buf.extend_from_slice(&frame.head);
+    /// Queues one frame (see [`crate::remoting::frame::encode_split`]);
+    /// nothing is written until [`FrameWriter::flush`]. Flush when no more
+    /// frames are ready or [`FrameWriter::wants_flush`] says enough is queued.
+    pub fn push(&mut self, frame: EncodedFrame) {
+        self.copy.extend_from_slice(&frame.head);
         if frame.body_chunks.is_empty() && frame.body.len() <= COALESCE_FRAME_BYTES_MAX {
-            self.buf.extend_from_slice(&frame.body);
-        } else {
-            let at = self.buf.len();
-            for chunk in std::iter::once(frame.body).chain(frame.body_chunks) {
-                if !chunk.is_empty() {
-                    self.shared_bytes += chunk.len();
-                    self.shared.push((at, chunk));
-                }
+            self.copy.extend_from_slice(&frame.body);
+            return;
+        }
+        self.seal();
+        for chunk in std::iter::once(frame.body).chain(frame.body_chunks) {
+            if !chunk.is_empty() {
+                self.queued_bytes += chunk.len();
+                self.queued.push_back(chunk);
             }
         }
-        if self.buf.len() + self.shared_bytes >= COALESCE_BUFFER_BYTES
-            || self.shared.len() >= SHARED_BUFFERS_MAX
-        {
-            self.write_queued().await?;
-        }
-        Ok(())
     }
 
-    /// Writes everything queued: `buf` alone with a plain write, or `buf`'s
-    /// pieces interleaved with the shared buffers in vectored writes.
-    async fn write_queued(&mut self) -> io::Result<()> {
-        if self.shared.is_empty() {
-            if !self.buf.is_empty() {
-                self.inner.write_all(&self.buf).await?;
-                self.buf.clear();
-            }
-            return Ok(());
-        }
-        let mut slices = Vec::with_capacity(2 * self.shared.len() + 1);
-        let mut from = 0;
-        for (at, chunk) in &self.shared {
-            if *at > from {
-                slices.push(IoSlice::new(&self.buf[from..*at]));
-                from = *at;
-            }
-            slices.push(IoSlice::new(chunk));
-        }
-        if self.buf.len() > from {
-            slices.push(IoSlice::new(&self.buf[from..]));
-        }
-        write_all_vectored(&mut self.inner, &mut slices).await?;
-        self.buf.clear();
-        self.shared.clear();
-        self.shared_bytes = 0;
-        Ok(())
+    /// Bytes pushed and not yet accepted by the stream.
+    pub fn backlog_bytes(&self) -> usize {
+        self.queued_bytes + self.copy.len()
     }
 
-    /// Writes everything queued.
+    /// True once enough is queued that one write should go out now.
+    pub fn wants_flush(&self) -> bool {
+        self.backlog_bytes() >= COALESCE_BUFFER_BYTES || self.queued.len() >= SHARED_BUFFERS_MAX
+    }
+
+    /// Moves the copied bytes to the queue (no copy: the buffer is split).
+    fn seal(&mut self) {
+        if !self.copy.is_empty() {
+            let sealed = self.copy.split().freeze();
+            self.queued_bytes += sealed.len();
+            self.queued.push_back(sealed);
+        }
+    }
+
+    /// Writes everything queued: one buffer with a plain write, several in
+    /// vectored writes of at most [`SHARED_BUFFERS_MAX`] slices. Cancel-safe.
     pub async fn flush(&mut self) -> io::Result<()> {
-        self.write_queued().await?;
+        self.seal();
+        while !self.queued.is_empty() {
+            let written = if self.queued.len() == 1 {
+                self.inner.write(&self.queued[0]).await?
+            } else {
+                let slices: Vec<IoSlice<'_>> = self
+                    .queued
+                    .iter()
+                    .take(SHARED_BUFFERS_MAX)
+                    .map(|b| IoSlice::new(b))
+                    .collect();
+                self.inner.write_vectored(&slices).await?
+            };
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            self.consume(written);
+        }
         self.inner.flush().await
+    }
+
+    /// Drops `written` bytes from the front of the queue.
+    fn consume(&mut self, mut written: usize) {
+        self.queued_bytes -= written;
+        while written > 0 {
+            let Some(front) = self.queued.front_mut() else {
+                return;
+            };
+            if front.len() > written {
+                front.advance(written);
+                return;
+            }
+            written -= front.len();
+            self.queued.pop_front();
+        }
     }
 
     /// Flushes and half-closes the stream.
@@ -210,25 +245,9 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
-/// Writes every byte of `slices` in order, with as few vectored writes as
-/// the stream takes (one slice per write on a stream without vectored IO).
-async fn write_all_vectored<W: AsyncWrite + Unpin>(
-    inner: &mut W,
-    mut slices: &mut [IoSlice<'_>],
-) -> io::Result<()> {
-    IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
-        let written = inner.write_vectored(slices).await?;
-        if written == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut slices, written);
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Poll};
 
@@ -283,6 +302,70 @@ mod tests {
         }
     }
 
+    /// A stream that takes `step` bytes, then says "not now", alternately.
+    struct Stutter {
+        out: Vec<u8>,
+        step: usize,
+        ready: bool,
+    }
+
+    impl AsyncWrite for Stutter {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.ready = !self.ready;
+            if !self.ready {
+                return Poll::Pending;
+            }
+            let n = buf.len().min(self.step);
+            self.out.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A flush polled once and dropped, again and again (as a connection
+    /// does when it tries a write on the spot), still puts every byte on
+    /// the wire once, in order.
+    #[test]
+    fn a_flush_abandoned_part_way_resumes_at_the_next_byte() {
+        let limits = FrameLimits::default();
+        let expected: Vec<u8> = commands()
+            .iter()
+            .flat_map(|c| encode_to_bytes(c, &limits).expect("encodable").to_vec())
+            .collect();
+        let mut writer = FrameWriter::new(Stutter {
+            out: Vec::new(),
+            step: 100,
+            ready: false,
+        });
+        for cmd in commands() {
+            writer.push(frame::encode_split(&cmd, &limits).expect("encodable"));
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut polls = 0;
+        loop {
+            polls += 1;
+            assert!(polls < 100_000, "the flush never finished");
+            let flush = std::pin::pin!(writer.flush());
+            if let Poll::Ready(result) = flush.poll(&mut cx) {
+                result.expect("flush");
+                break;
+            }
+        }
+        assert_eq!(writer.backlog_bytes(), 0);
+        assert!(writer.inner.out == expected, "bytes lost or repeated");
+    }
+
     fn commands() -> Vec<RemotingCommand> {
         let record = |fill: u8, len: usize| Bytes::from(vec![fill; len]);
         vec![
@@ -320,7 +403,7 @@ mod tests {
             let mut writer = FrameWriter::new(stream);
             for cmd in commands() {
                 let frame = frame::encode_split(&cmd, &limits).expect("encodable");
-                writer.push(frame).await.expect("push");
+                writer.push(frame);
             }
             writer.flush().await.expect("flush");
             assert!(
