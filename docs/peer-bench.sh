@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Side by side: Sluice and the rocketmq-rust 1.0 broker ("peer"), driven by
+# the same independent client (peerdrv, rocketmq-client-rust 1.0.0) — the
+# table in docs/benchmarks.md, "Issue 20: side by side with a peer".
+#
+# Usage: docs/peer-bench.sh PEER_ROOT PEERDRV SLUICE_NODE SLUICE [ROUNDS] [WORKLOADS]
+#   PEER_ROOT  the `cargo install --root` of rocketmq-namesrv and rocketmq-broker 1.0.0
+#              (bin/rocketmq-namesrv-rust, bin/rocketmq-broker-rust); build steps in
+#              ../shared/peer-bench/README.md
+#   PEERDRV    the built peerdrv binary
+#   SLUICE_NODE, SLUICE  this repo's release binaries (sluice-node, sluice)
+#   ROUNDS     interleaved rounds (default 3)
+#   WORKLOADS  space-separated subset of: s1 s16 s64 b64x4 f1 f64 fb64x4 drain
+# Env: PEER_CONF (default ../shared/peer-bench/conf beside the repo), OUT (default ./peer-bench.out)
+#
+# Every run starts its broker on a fresh store, 1 KiB bodies, default
+# configs. Systems per round, in this order: peer (its defaults), peer-best
+# (commitLogMicroBatchEnabled = false), sluice (peerdrv), sluice-bench (the
+# same workload from `sluice bench`). One line per run goes to stdout and
+# $OUT: system workload round load1 msgs_per_s p50_us p99_us broker_cpu_us_per_msg.
+set -u
+peer_root=$1 peerdrv=$2 node=$3 bench=$4 rounds=${5:-3}
+workloads=${6:-"s1 s16 s64 b64x4 f1 f64 fb64x4 drain"}
+here=$(cd "$(dirname "$0")" && pwd)
+conf=${PEER_CONF:-$here/../../shared/peer-bench/conf}
+out=${OUT:-peer-bench.out}
+work=$(mktemp -d)
+export ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback
+tck=$(getconf CLK_TCK)
+warm=3 dur=15
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+start_peer() { # $1 = best|default, $2 = async|sync
+  rm -rf "$work/peer" && mkdir -p "$work/peer"
+  sed "s#PEER_HOME#$work/peer#g" "$conf/namesrv.toml" >"$work/peer/namesrv.toml"
+  sed "s#PEER_HOME#$work/peer#g" "$conf/broker.toml" >"$work/peer/broker.toml"
+  [ "$1" = best ] && sed -i 's/^\[store\]$/[store]\ncommitLogMicroBatchEnabled = false/' "$work/peer/broker.toml"
+  [ "$2" = sync ] && sed -i 's/^\[store\]$/[store]\nflushDiskType = "SYNC_FLUSH"/' "$work/peer/broker.toml"
+  "$peer_root/bin/rocketmq-namesrv-rust" -c "$work/peer/namesrv.toml" --bindAddress 127.0.0.1 \
+    --listenPort 9876 >"$work/namesrv.log" 2>&1 &
+  ns_pid=$!
+  sleep 1
+  "$peer_root/bin/rocketmq-broker-rust" -c "$work/peer/broker.toml" -n 127.0.0.1:9876 \
+    >"$work/broker.log" 2>&1 &
+  broker_pid=$!
+  sleep 5
+}
+
+start_sluice() { # $1 = async|sync
+  rm -rf "$work/sluice"
+  "$node" standalone --data-dir "$work/sluice" --flush "$1" --metrics-listen off \
+    --namesrv-listen 127.0.0.1:9876 --broker-listen 127.0.0.1:10911 >"$work/broker.log" 2>&1 &
+  broker_pid=$! ns_pid=
+  sleep 3
+}
+
+stop_all() {
+  kill "$broker_pid" $ns_pid 2>/dev/null
+  wait "$broker_pid" $ns_pid 2>/dev/null
+  sleep 1
+}
+
+# peerdrv produce with the workload's flags; prints "msgs p50 p99 cpu_us".
+drive() { # $1 = concurrency, $2 = batch
+  local t0 t1 line acked
+  "$peerdrv" produce --topic BenchTopic --concurrency "$1" --batch "$2" --warmup-s $warm \
+    --duration-s $dur --size 1024 >"$work/drv.out" 2>"$work/drv.err" &
+  local drv=$!
+  sleep $warm; t0=$(ticks "$broker_pid")
+  wait $drv; t1=$(ticks "$broker_pid")
+  line=$(grep RESULT "$work/drv.out" | tail -1)
+  acked=$(sed -n 's/.* acked=\([0-9]*\).*/\1/p' <<<"$line")
+  echo "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")" \
+    "$(sed -n 's/.* p50=\([0-9]*\).*/\1/p' <<<"$line")" \
+    "$(sed -n 's/.* p99=\([0-9]*\).*/\1/p' <<<"$line")" \
+    "$(awk -v d=$((t1 - t0)) -v a="${acked:-0}" -v k="$tck" 'BEGIN{ if (a > 0) printf "%.1f", d * 1e6 / k / a; else print "-" }')"
+}
+
+# The same workload from `sluice bench`; prints "msgs p50 p99 cpu_us".
+drive_sluice_bench() { # $1 = producers, $2 = batch
+  local mode=sync extra=()
+  [ "$2" -gt 1 ] && mode=batch extra=(--batch "$2")
+  "$bench" bench produce --namesrv 127.0.0.1:9876 --topic BenchTopic --size 1024 --mode $mode \
+    "${extra[@]}" --producers "$1" --warmup $warm --duration $dur --broker-pid "$broker_pid" \
+    --json 2>/dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+lat, cost = r["send_latency_us"], r["cost"]
+print(round(r["sent"]["msgs_per_s"]), round(lat["p50"]), round(lat["p99"]),
+      cost.get("broker_cpu_us_per_msg", "-"), "client_cpu_us=%s" % cost.get("client_cpu_us_per_msg", "-"))' \
+    2>/dev/null || echo "- - - -"
+}
+
+drain_and_push() { # prints two results: drain, push (msgs/s)
+  "$peerdrv" produce --topic DrainTopic --concurrency 4 --batch 64 --total 1000000 --size 1024 \
+    >"$work/fill.out" 2>&1
+  local n
+  n=$(sed -n 's/.* acked=\([0-9]*\).*/\1/p' "$work/fill.out" | tail -1)
+  "$peerdrv" drain --topic DrainTopic --expect "${n:-1000000}" --pull-batch 32 --idle-s 15 \
+    >"$work/drain.out" 2>&1
+  "$peerdrv" push --topic DrainTopic --expect "${n:-1000000}" --idle-s 20 >"$work/push.out" 2>&1
+  echo "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' "$work/drain.out" | tail -1)" \
+    "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' "$work/push.out" | tail -1)" "${n:-0}"
+}
+
+report() { # system workload round result...
+  local line
+  line="$1 $2 $3 $(cut -d' ' -f1 /proc/loadavg) ${*:4}"
+  echo "$line" | tee -a "$out"
+}
+
+for round in $(seq 1 "$rounds"); do
+  for w in $workloads; do
+    flush=async conc=1 batch=1
+    case $w in
+      s1) ;; s16) conc=16 ;; s64) conc=64 ;; b64x4) conc=4 batch=64 ;;
+      f1) flush=sync ;; f64) flush=sync conc=64 ;; fb64x4) flush=sync conc=4 batch=64 ;;
+      drain) ;;
+      *) echo "unknown workload $w" >&2; exit 2 ;;
+    esac
+    for system in peer peer-best sluice sluice-bench; do
+      case $system in
+        peer) start_peer default $flush ;;
+        peer-best) start_peer best $flush ;;
+        *) start_sluice $flush ;;
+      esac
+      if [ "$w" = drain ]; then
+        [ "$system" = sluice-bench ] && { stop_all; continue; }
+        read -r d p n < <(drain_and_push)
+        report "$system" drain "$round" "$d" - - - "backlog=$n"
+        report "$system" push "$round" "$p" - - - "backlog=$n"
+      elif [ "$system" = sluice-bench ]; then
+        report "$system" "$w" "$round" $(drive_sluice_bench $conc $batch)
+      else
+        report "$system" "$w" "$round" $(drive $conc $batch)
+      fi
+      stop_all
+    done
+  done
+done
+rm -rf "$work"
