@@ -15,8 +15,10 @@
 //! Sends stamped with a producer id and sequence number (the Sluice
 //! client's) are also checked against `sequences`, exact beyond the window.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use indexmap::IndexMap;
 
 use sluice_core::message::sys_flag::TRANSACTION_MASK;
 use sluice_core::message::{
@@ -27,9 +29,11 @@ use sluice_core::message::{
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
 
+use self::key::{Key, Parts};
 use self::sequences::{Seen, Sequences, Stamp};
 use super::{Broker, TIMER_TOPIC};
 
+mod key;
 pub mod sequences;
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -93,10 +97,10 @@ enum Slot {
 
 #[derive(Default)]
 struct State {
-    slots: BTreeMap<(String, String), Slot>,
-    /// Stored keys oldest first: (store time, sequence, topic, key). An
+    slots: IndexMap<Arc<Key<2>>, Slot>,
+    /// Stored keys oldest first: (store time, sequence, key). An
     /// item whose sequence no longer matches its slot is stale.
-    order: VecDeque<(i64, u64, String, String)>,
+    order: VecDeque<(i64, u64, Arc<Key<2>>)>,
     next_seq: u64,
 }
 
@@ -178,12 +182,11 @@ impl DedupeWindow {
     pub fn claim(&self, topic: &str, key: &str, now_ms: i64) -> Claim {
         let mut st = self.lock();
         self.expire(&mut st, now_ms);
-        let id = (topic.to_owned(), key.to_owned());
-        match st.slots.get(&id) {
+        match st.slots.get(&Parts([topic, key])) {
             Some(Slot::Stored { original, .. }) => Claim::Stored(original.clone()),
             Some(Slot::Pending) => Claim::InFlight,
             None => {
-                st.slots.insert(id, Slot::Pending);
+                st.slots.insert(Arc::new(Key::new([topic, key])), Slot::Pending);
                 Claim::Claimed
             }
         }
@@ -210,21 +213,22 @@ impl DedupeWindow {
     /// The claimed key was not stored: forget the claim.
     pub fn release(&self, topic: &str, key: &str) {
         let mut st = self.lock();
-        let id = (topic.to_owned(), key.to_owned());
+        let id = Parts([topic, key]);
         if matches!(st.slots.get(&id), Some(Slot::Pending)) {
-            st.slots.remove(&id);
+            st.slots.swap_remove(&id);
         }
     }
 
     fn insert(st: &mut State, topic: &str, key: &str, original: Original, stored_ms: i64) {
         let seq = st.next_seq;
         st.next_seq += 1;
-        st.slots.insert(
-            (topic.to_owned(), key.to_owned()),
-            Slot::Stored { original, seq },
-        );
-        st.order
-            .push_back((stored_ms, seq, topic.to_owned(), key.to_owned()));
+        // The claim's key is reused: inserting under an equal key keeps it.
+        let id = st
+            .slots
+            .get_key_value(&Parts([topic, key]))
+            .map_or_else(|| Arc::new(Key::new([topic, key])), |(id, _)| Arc::clone(id));
+        st.slots.insert(Arc::clone(&id), Slot::Stored { original, seq });
+        st.order.push_back((stored_ms, seq, id));
     }
 
     /// Drops stored keys older than the window, then the oldest while over
@@ -232,16 +236,18 @@ impl DedupeWindow {
     fn expire(&self, st: &mut State, now_ms: i64) {
         let window = i64::try_from(self.window_ms).unwrap_or(i64::MAX);
         let cutoff = now_ms.saturating_sub(window);
-        while let Some((at, seq, topic, key)) = st.order.front() {
+        while let Some((at, seq, _)) = st.order.front() {
             let live = st.order.len();
             if *at >= cutoff && live <= self.keys_max {
                 break;
             }
-            let id = (topic.clone(), key.clone());
-            if matches!(st.slots.get(&id), Some(Slot::Stored { seq: s, .. }) if s == seq) {
-                st.slots.remove(&id);
+            let seq = *seq;
+            let Some((_, _, id)) = st.order.pop_front() else {
+                break;
+            };
+            if matches!(st.slots.get(&id), Some(Slot::Stored { seq: s, .. }) if *s == seq) {
+                st.slots.swap_remove(&id);
             }
-            st.order.pop_front();
         }
     }
 
@@ -289,7 +295,7 @@ impl DedupeWindow {
             self.sequences.stored(&topic, stamp, original.clone());
         }
         let mut st = self.lock();
-        if !st.slots.contains_key(&(topic.clone(), key.clone())) {
+        if !st.slots.contains_key(&Parts([topic.as_str(), key.as_str()])) {
             Self::insert(&mut st, &topic, &key, original, rec.store_timestamp_ms);
             self.expire(&mut st, now_ms);
         }

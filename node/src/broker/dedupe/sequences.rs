@@ -10,10 +10,13 @@
 //! window still catches it within the window).
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use indexmap::IndexMap;
 
 use sluice_core::message::{keys, Properties};
 
+use super::key::{Key, Parts};
 use super::Original;
 
 /// Answers (msgId, queue, offset) kept per lane, newest numbers first. A
@@ -66,7 +69,7 @@ pub enum Seen {
     New,
 }
 
-type LaneId = (String, String, String);
+type LaneId = Arc<Key<3>>;
 
 #[derive(Default)]
 struct Lane {
@@ -112,20 +115,20 @@ impl Lane {
 
 #[derive(Default)]
 struct State {
-    lanes: BTreeMap<LaneId, Lane>,
+    lanes: IndexMap<LaneId, Lane>,
     /// Lanes by last use (a tick), for least-recently-used eviction.
     by_use: BTreeMap<u64, LaneId>,
     tick: u64,
 }
 
 impl State {
-    fn touch(&mut self, id: &LaneId) -> Option<&mut Lane> {
+    fn touch(&mut self, id: &Parts<'_, 3>) -> Option<&mut Lane> {
         self.tick += 1;
         let tick = self.tick;
-        let lane = self.lanes.get_mut(id)?;
+        let (_, key, lane) = self.lanes.get_full_mut(id)?;
         self.by_use.remove(&lane.used);
         lane.used = tick;
-        self.by_use.insert(tick, id.clone());
+        self.by_use.insert(tick, Arc::clone(key));
         Some(lane)
     }
 }
@@ -189,9 +192,9 @@ impl Sequences {
                 let Some((_, oldest)) = st.by_use.pop_first() else {
                     break;
                 };
-                st.lanes.remove(&oldest);
+                st.lanes.swap_remove(&oldest);
             }
-            st.lanes.insert(id.clone(), Lane::default());
+            st.lanes.insert(Arc::new(Key::new(id.0)), Lane::default());
         }
         let lane = st.touch(&id).expect("invariant: the lane was just ensured");
         if lane.contains(stamp.seq) {
@@ -210,8 +213,8 @@ impl Sequences {
     }
 }
 
-fn lane_id(topic: &str, stamp: &Stamp) -> LaneId {
-    (topic.to_owned(), stamp.producer.clone(), stamp.lane.clone())
+fn lane_id<'a>(topic: &'a str, stamp: &'a Stamp) -> Parts<'a, 3> {
+    Parts([topic, &stamp.producer, &stamp.lane])
 }
 
 #[cfg(test)]
