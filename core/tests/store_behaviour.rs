@@ -560,6 +560,42 @@ fn retention_removes_old_segments_and_keeps_offsets_consistent() {
     assert_eq!(all_bodies(&store, "T", 0), got);
 }
 
+/// A record's keys go into the index together; those that do not fit the
+/// current file go on in one new file. A record with more keys than a whole
+/// file holds (11 against 4 here) has the rest left out — and neither
+/// wedges dispatch (a second file named by the same record cannot be
+/// created) nor hides the records after it, before or after a restart
+/// that rebuilds the index from the log.
+#[test]
+fn a_record_with_more_keys_than_an_index_file_holds_indexes_them_all() {
+    let disk = SimDisk::new(8);
+    let clock = ManualClock::new(T0_MS);
+    let store = open(&disk, &clock, tiny_index());
+    put_keyed(&store, 0);
+    let many: Vec<String> = (0..11).map(|k| format!("m{k}")).collect();
+    block_on(store.put(msg("T", 0, &body(1), Some(&many.join(" ")), None), true)).expect("put");
+    put_keyed(&store, 2);
+    block_on(store.flush()).expect("flush");
+    // k0 and m0..m2 fill the first file, m3..m6 the record's own file.
+    let expected = |key: &str| usize::from(!matches!(key, "m7" | "m8" | "m9" | "m10"));
+    let found = |store: &MessageStore<SimDisk, ManualClock>, key: &str| {
+        store
+            .query_by_key("T", key, 8, 0, i64::MAX)
+            .expect("query")
+            .len()
+    };
+    for key in many.iter().map(String::as_str).chain(["k0", "k2"]) {
+        assert_eq!(found(&store, key), expected(key), "key {key} before the restart");
+    }
+    block_on(store.shutdown()).expect("shutdown");
+    drop(store);
+    disk.remove("checkpoint").expect("checkpoint");
+    let store = open(&disk, &clock, tiny_index());
+    for key in many.iter().map(String::as_str).chain(["k0", "k2"]) {
+        assert_eq!(found(&store, key), expected(key), "key {key} after the rebuild");
+    }
+}
+
 #[test]
 fn query_by_key_and_unique_key_and_time() {
     let disk = SimDisk::new(8);

@@ -97,19 +97,70 @@ impl<D: Disk> IndexService<D> {
         })
     }
 
-    /// Indexes `key` of a record of `topic` at `phys`.
-    pub(crate) fn put(
+    /// Indexes one record's keys (its `UNIQ_KEY` and `KEYS`, each as
+    /// `topic#key`): the topic is hashed once and the entries go in with
+    /// one lock and one header write per file. Keys that fill the current
+    /// file go on in one new file named by the record; keys past that one
+    /// (a record with more keys than a whole file holds) are not indexed.
+    pub(crate) fn put_keys<'k>(
         &self,
         topic: &str,
-        key: &str,
+        keys: impl IntoIterator<Item = &'k str>,
         phys: CommitLogOffset,
         store_ts_ms: i64,
     ) -> Result<()> {
-        let hash = index_key_hash(topic, key);
-        let file = self.writable(phys)?;
-        if !file.put(hash, phys, store_ts_ms)? {
-            let file = self.roll(phys)?;
-            file.put(hash, phys, store_ts_ms)?;
+        let prefix = java_string_hash_extend(java_string_hash(topic), "#");
+        let mut hashes = [0i32; 8];
+        let mut n = 0;
+        let mut rolled = false;
+        for key in keys {
+            hashes[n] = java_string_hash_extend(prefix, key);
+            n += 1;
+            if n == hashes.len() {
+                self.put_hashes(&hashes, phys, store_ts_ms, &mut rolled)?;
+                n = 0;
+            }
+        }
+        self.put_hashes(&hashes[..n], phys, store_ts_ms, &mut rolled)
+    }
+
+    /// Puts `hashes` into the writable file, rolling to a new one when it
+    /// is full unless a file named by this record exists already (a second
+    /// one cannot).
+    fn put_hashes(
+        &self,
+        hashes: &[i32],
+        phys: CommitLogOffset,
+        store_ts_ms: i64,
+        rolled: &mut bool,
+    ) -> Result<()> {
+        let mut rest = hashes;
+        while !rest.is_empty() {
+            let last = self
+                .lock()
+                .iter()
+                .next_back()
+                .map(|(start, f)| (*start, Arc::clone(f)));
+            // A file named by this record exists already when an earlier
+            // attempt to dispatch it rolled before failing.
+            *rolled |= last.as_ref().is_some_and(|(start, _)| *start == phys.0);
+            let file = match last {
+                Some((_, f)) if !f.is_full() => f,
+                _ if *rolled => {
+                    tracing::warn!(
+                        phys = phys.0,
+                        unindexed = rest.len(),
+                        "a record has more keys than an index file holds: the rest are not indexed"
+                    );
+                    return Ok(());
+                }
+                _ => {
+                    *rolled = true;
+                    self.roll(phys)?
+                }
+            };
+            let put = file.put_many(rest, phys, store_ts_ms)?;
+            rest = &rest[put..];
         }
         Ok(())
     }

@@ -155,14 +155,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if !to_index {
             return Ok(grown);
         }
-        if let Some(uniq) = props.uniq_key {
-            self.index
-                .put(&rec.topic, uniq, phys, rec.store_timestamp_ms)?;
-        }
-        for key in props.keys() {
-            self.index
-                .put(&rec.topic, key, phys, rec.store_timestamp_ms)?;
-        }
+        let keys = props.uniq_key.into_iter().chain(props.keys());
+        self.index
+            .put_keys(&rec.topic, keys, phys, rec.store_timestamp_ms)?;
         Ok(grown)
     }
 }
