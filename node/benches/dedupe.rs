@@ -28,7 +28,8 @@ const KEYS: usize = 1 << 18;
 
 fn original(i: usize) -> Original {
     Original {
-        msg_id: format!("0A00000100002A9F{:016X}", i * 1_100),
+        store_host: "10.0.0.1:10911".parse().expect("addr"),
+        phys_offset: i64::try_from(i * 1_100).unwrap_or(0),
         queue_id: 3,
         queue_offset: i64::try_from(i).unwrap_or(0),
         end: u64::try_from(i * 1_100).unwrap_or(0),

@@ -16,7 +16,8 @@
 //! client's) are also checked against `sequences`, exact beyond the window.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use indexmap::IndexMap;
 
@@ -64,11 +65,17 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     }
 }
 
-/// Where the original of a key was stored, as its send was answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the original of a key was stored, as its send was answered. Kept
+/// without its `msgId` string (built when a duplicate is answered): a
+/// window of 100,000 keys holds no string per answer, and recording one
+/// allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Original {
-    /// The answered `msgId` (the offset message id of the stored record).
-    pub msg_id: String,
+    /// The store host of the stored record (the first half of its offset
+    /// message id).
+    pub store_host: SocketAddr,
+    /// Its CommitLog offset (the second half).
+    pub phys_offset: i64,
     /// The answered queue (the real queue of a delayed message).
     pub queue_id: i32,
     /// The answered queue offset.
@@ -89,6 +96,13 @@ pub enum Claim {
     Claimed,
 }
 
+impl Original {
+    /// The answered `msgId`: the offset message id of the stored record.
+    pub fn msg_id(&self) -> String {
+        offset_msg_id(self.store_host, self.phys_offset)
+    }
+}
+
 #[derive(Debug)]
 enum Slot {
     Pending,
@@ -97,10 +111,10 @@ enum Slot {
 
 #[derive(Default)]
 struct State {
-    slots: IndexMap<Arc<Key<2>>, Slot>,
+    slots: IndexMap<Key<2>, Slot>,
     /// Stored keys oldest first: (store time, sequence, key). An
     /// item whose sequence no longer matches its slot is stale.
-    order: VecDeque<(i64, u64, Arc<Key<2>>)>,
+    order: VecDeque<(i64, u64, Key<2>)>,
     next_seq: u64,
 }
 
@@ -182,11 +196,13 @@ impl DedupeWindow {
     pub fn claim(&self, topic: &str, key: &str, now_ms: i64) -> Claim {
         let mut st = self.lock();
         self.expire(&mut st, now_ms);
-        match st.slots.get(&Parts([topic, key])) {
-            Some(Slot::Stored { original, .. }) => Claim::Stored(original.clone()),
-            Some(Slot::Pending) => Claim::InFlight,
-            None => {
-                st.slots.insert(Arc::new(Key::new([topic, key])), Slot::Pending);
+        match st.slots.entry(Key::new([topic, key])) {
+            indexmap::map::Entry::Occupied(slot) => match slot.get() {
+                Slot::Stored { original, .. } => Claim::Stored(*original),
+                Slot::Pending => Claim::InFlight,
+            },
+            indexmap::map::Entry::Vacant(slot) => {
+                slot.insert(Slot::Pending);
                 Claim::Claimed
             }
         }
@@ -203,7 +219,7 @@ impl DedupeWindow {
         stored_ms: i64,
     ) {
         if let Some(stamp) = stamp {
-            self.sequences.stored(topic, stamp, original.clone());
+            self.sequences.stored(topic, stamp, original);
         }
         let mut st = self.lock();
         Self::insert(&mut st, topic, key, original, stored_ms);
@@ -222,12 +238,16 @@ impl DedupeWindow {
     fn insert(st: &mut State, topic: &str, key: &str, original: Original, stored_ms: i64) {
         let seq = st.next_seq;
         st.next_seq += 1;
-        // The claim's key is reused: inserting under an equal key keeps it.
-        let id = st
-            .slots
-            .get_key_value(&Parts([topic, key]))
-            .map_or_else(|| Arc::new(Key::new([topic, key])), |(id, _)| Arc::clone(id));
-        st.slots.insert(Arc::clone(&id), Slot::Stored { original, seq });
+        let slot = Slot::Stored { original, seq };
+        // The claim's key is reused: one lookup, no new key.
+        let id = if let Some((_, id, held)) = st.slots.get_full_mut(&Parts([topic, key])) {
+            *held = slot;
+            id.clone()
+        } else {
+            let id = Key::new([topic, key]);
+            st.slots.insert(id.clone(), slot);
+            id
+        };
         st.order.push_back((stored_ms, seq, id));
     }
 
@@ -245,8 +265,10 @@ impl DedupeWindow {
             let Some((_, _, id)) = st.order.pop_front() else {
                 break;
             };
-            if matches!(st.slots.get(&id), Some(Slot::Stored { seq: s, .. }) if *s == seq) {
-                st.slots.swap_remove(&id);
+            if let Some((index, _, Slot::Stored { seq: s, .. })) = st.slots.get_full(&id) {
+                if *s == seq {
+                    st.slots.swap_remove_index(index);
+                }
             }
         }
     }
@@ -292,7 +314,7 @@ impl DedupeWindow {
         };
         let (topic, key, original) = (sent.topic, sent.key, sent.original);
         if let Some(stamp) = &sent.stamp {
-            self.sequences.stored(&topic, stamp, original.clone());
+            self.sequences.stored(&topic, stamp, original);
         }
         let mut st = self.lock();
         if !st.slots.contains_key(&Parts([topic.as_str(), key.as_str()])) {
@@ -346,7 +368,8 @@ pub fn original_of(rec: &StoredRecord) -> Option<Sent> {
     }
     let end = u64::try_from(rec.phys_offset).ok()? + u64::from(rec.total_size);
     let original = Original {
-        msg_id: offset_msg_id(rec.store_host, rec.phys_offset),
+        store_host: rec.store_host,
+        phys_offset: rec.phys_offset,
         queue_id,
         queue_offset: rec.queue_offset,
         end,

@@ -5,13 +5,15 @@
 //! more than storing the message.
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use indexmap::Equivalent;
 
-/// `N` strings in one buffer.
-#[derive(Debug, PartialEq, Eq)]
+/// `N` strings in one shared buffer: one allocation per key, and a clone
+/// (the map's key and the expiry queue's copy) is a reference count.
+#[derive(Clone, Debug)]
 pub struct Key<const N: usize> {
-    text: Box<str>,
+    text: Arc<str>,
     ends: [usize; N],
 }
 
@@ -25,7 +27,7 @@ impl<const N: usize> Key<N> {
             *end = text.len();
         }
         Self {
-            text: text.into_boxed_str(),
+            text: Arc::from(text),
             ends,
         }
     }
@@ -40,6 +42,14 @@ impl<const N: usize> Key<N> {
         })
     }
 }
+
+impl<const N: usize> PartialEq for Key<N> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.text, &other.text) || (self.ends == other.ends && self.text == other.text)
+    }
+}
+
+impl<const N: usize> Eq for Key<N> {}
 
 impl<const N: usize> Hash for Key<N> {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -59,16 +69,14 @@ impl<const N: usize> Hash for Parts<'_, N> {
     }
 }
 
-impl<const N: usize> Equivalent<std::sync::Arc<Key<N>>> for Parts<'_, N> {
-    fn equivalent(&self, key: &std::sync::Arc<Key<N>>) -> bool {
+impl<const N: usize> Equivalent<Key<N>> for Parts<'_, N> {
+    fn equivalent(&self, key: &Key<N>) -> bool {
         self.0 == key.parts()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use indexmap::IndexMap;
 
     use super::*;
@@ -77,14 +85,17 @@ mod tests {
     /// lookup finds exactly the owned key with the same parts.
     #[test]
     fn a_borrowed_lookup_finds_the_owned_key_with_the_same_parts_only() {
-        let mut map: IndexMap<Arc<Key<2>>, u32> = IndexMap::new();
-        map.insert(Arc::new(Key::new(["ab", "c"])), 1);
-        map.insert(Arc::new(Key::new(["a", "bc"])), 2);
-        map.insert(Arc::new(Key::new(["", "abc"])), 3);
+        let mut map: IndexMap<Key<2>, u32> = IndexMap::new();
+        map.insert(Key::new(["ab", "c"]), 1);
+        map.insert(Key::new(["a", "bc"]), 2);
+        map.insert(Key::new(["", "abc"]), 3);
         assert_eq!(map.get(&Parts(["ab", "c"])), Some(&1));
         assert_eq!(map.get(&Parts(["a", "bc"])), Some(&2));
         assert_eq!(map.get(&Parts(["", "abc"])), Some(&3));
         assert_eq!(map.get(&Parts(["abc", ""])), None);
         assert_eq!(Key::new(["t", "p", "l"]).parts(), ["t", "p", "l"]);
+        // An equal key built apart finds the same entry.
+        assert_eq!(map.get(&Key::new(["a", "bc"])), Some(&2));
+        assert_ne!(Key::new(["ab", "c"]), Key::new(["a", "bc"]));
     }
 }

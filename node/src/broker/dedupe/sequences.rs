@@ -10,7 +10,7 @@
 //! window still catches it within the window).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use indexmap::IndexMap;
 
@@ -69,7 +69,7 @@ pub enum Seen {
     New,
 }
 
-type LaneId = Arc<Key<3>>;
+type LaneId = Key<3>;
 
 #[derive(Default)]
 struct Lane {
@@ -115,9 +115,11 @@ impl Lane {
 
 #[derive(Default)]
 struct State {
+    /// Each lane notes the tick of its last use; the least recently used
+    /// is found by a scan when a new lane arrives at the cap (rare: a new
+    /// producer, or a queue it had not sent to), instead of keeping an
+    /// ordered index up to date on every send.
     lanes: IndexMap<LaneId, Lane>,
-    /// Lanes by last use (a tick), for least-recently-used eviction.
-    by_use: BTreeMap<u64, LaneId>,
     tick: u64,
 }
 
@@ -125,11 +127,22 @@ impl State {
     fn touch(&mut self, id: &Parts<'_, 3>) -> Option<&mut Lane> {
         self.tick += 1;
         let tick = self.tick;
-        let (_, key, lane) = self.lanes.get_full_mut(id)?;
-        self.by_use.remove(&lane.used);
+        let lane = self.lanes.get_mut(id)?;
         lane.used = tick;
-        self.by_use.insert(tick, Arc::clone(key));
         Some(lane)
+    }
+
+    /// Forgets the least recently used lane.
+    fn evict_oldest(&mut self) {
+        let oldest = self
+            .lanes
+            .values()
+            .enumerate()
+            .min_by_key(|(_, lane)| lane.used)
+            .map(|(index, _)| index);
+        if let Some(index) = oldest {
+            self.lanes.swap_remove_index(index);
+        }
     }
 }
 
@@ -173,7 +186,7 @@ impl Sequences {
             return Seen::New;
         };
         match lane.answers.get(&stamp.seq) {
-            Some(original) => Seen::Known(original.clone()),
+            Some(original) => Seen::Known(*original),
             None if lane.contains(stamp.seq) => Seen::Forgotten,
             None => Seen::New,
         }
@@ -188,13 +201,10 @@ impl Sequences {
         let id = lane_id(topic, stamp);
         let mut st = self.lock();
         if !st.lanes.contains_key(&id) {
-            while st.lanes.len() >= self.lanes_max {
-                let Some((_, oldest)) = st.by_use.pop_first() else {
-                    break;
-                };
-                st.lanes.swap_remove(&oldest);
+            while !st.lanes.is_empty() && st.lanes.len() >= self.lanes_max {
+                st.evict_oldest();
             }
-            st.lanes.insert(Arc::new(Key::new(id.0)), Lane::default());
+            st.lanes.insert(Key::new(id.0), Lane::default());
         }
         let lane = st.touch(&id).expect("invariant: the lane was just ensured");
         if lane.contains(stamp.seq) {
@@ -223,7 +233,8 @@ mod tests {
 
     fn original(offset: i64) -> Original {
         Original {
-            msg_id: format!("ID{offset}"),
+            store_host: "127.0.0.1:10911".parse().expect("addr"),
+            phys_offset: offset,
             queue_id: 0,
             queue_offset: offset,
             end: 1_000 + u64::try_from(offset).expect("small"),

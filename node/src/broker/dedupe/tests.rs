@@ -5,7 +5,8 @@ use super::*;
 
 fn original(offset: i64) -> Original {
     Original {
-        msg_id: format!("ID{offset}"),
+        store_host: "127.0.0.1:10911".parse().expect("addr"),
+        phys_offset: offset,
         queue_id: 1,
         queue_offset: offset,
         end: 100 + u64::try_from(offset).expect("small"),
@@ -144,7 +145,7 @@ fn rebuild_takes_the_first_record_of_each_key_and_answers_as_the_send_did() {
         panic!("K rebuilt");
     };
     assert_eq!((k.queue_id, k.queue_offset), (2, 4));
-    assert_eq!(k.msg_id, offset_msg_id(first.store_host, 1_000));
+    assert_eq!(k.msg_id(), offset_msg_id(first.store_host, 1_000));
     assert_eq!(k.end, 1_000 + u64::from(first.total_size));
     let Claim::Stored(d) = w.claim("T", "D", 6_000) else {
         panic!("the parked delayed message rebuilt under its real topic");

@@ -263,7 +263,8 @@ async fn send_one<D: Disk, C: Clock>(
     if let Some(claim) = claim {
         let end = a.end().get();
         let original = Original {
-            msg_id: id.clone(),
+            store_host: b.store_host(),
+            phys_offset: a.phys_offset.to_wire(),
             queue_id,
             queue_offset: q,
             end,

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sluice_core::disk::Disk;
-use sluice_core::message::{offset_msg_id, MessageInput, Properties};
+use sluice_core::message::{MessageInput, Properties};
 use sluice_core::{Clock, CommitLogOffset};
 use sluice_net::header::SendMessageResponseHeader;
 use sluice_net::remoting::response_code;
@@ -129,7 +129,7 @@ pub(super) async fn answer<D: Disk, C: Clock>(
     wait: bool,
 ) -> RemotingCommand {
     let header = SendMessageResponseHeader::new(
-        original.msg_id.clone(),
+        original.msg_id(),
         original.queue_id,
         original.queue_offset,
     );
@@ -199,20 +199,21 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
                 };
                 b.stats().message_in(&traffic, u64::from(a.size));
                 let original = Original {
-                    msg_id: offset_msg_id(host, a.phys_offset.to_wire()),
+                    store_host: host,
+                    phys_offset: a.phys_offset.to_wire(),
                     queue_id,
                     queue_offset: a.queue_offset.to_wire(),
                     end: a.end().get(),
                 };
                 if let Some(c) = claimed {
-                    c.stored(original.clone(), a.store_timestamp_ms);
+                    c.stored(original, a.store_timestamp_ms);
                 }
                 original
             }
         };
         end = end.max(original.end);
         first.get_or_insert((original.queue_id, original.queue_offset));
-        ids.push(original.msg_id);
+        ids.push(original.msg_id());
     }
     let (qid, offset) = first.unwrap_or((queue_id, -1));
     let header = SendMessageResponseHeader::new(ids.join(","), qid, offset);
