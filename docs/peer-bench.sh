@@ -92,7 +92,19 @@ print(round(r["sent"]["msgs_per_s"]), round(lat["p50"]), round(lat["p99"]),
     2>/dev/null || echo "- - - -"
 }
 
-drain_and_push() { # prints two results: drain, push (msgs/s)
+# From peerdrv push's per-second lines: msgs/s from the first message to
+# 99 % of $1, and how many messages the client failed to admit to its
+# consume pool (rocketmq-client-rust 1.0 logs "consume_message task
+# panicked ... runtime.capacity.exhausted" and sends them back for retry).
+push_detail() { # $1 = backlog, $2 = push output
+  sed 's/\x1b\[[0-9;]*m//g' "$2" | awk -v n="$1" '
+    /consumed\/s=/ { split($0, a, "t="); t = a[2] + 0; split($0, b, "total="); c = b[2] + 0
+                     if (!f && c > 0) f = t - 0.5; if (!p && c >= 0.99 * n) p = t }
+    /consume_message task panicked/ { r++ }
+    END { if (p > f) printf "to99=%.0f rejected=%d", 0.99 * n / (p - f), r; else printf "to99=- rejected=%d", r }'
+}
+
+drain_and_push() { # prints: drain msgs/s, push msgs/s (first to last), backlog, push detail
   "$peerdrv" produce --topic DrainTopic --concurrency 4 --batch 64 --total 1000000 --size 1024 \
     >"$work/fill.out" 2>&1
   local n
@@ -101,7 +113,8 @@ drain_and_push() { # prints two results: drain, push (msgs/s)
     >"$work/drain.out" 2>&1
   "$peerdrv" push --topic DrainTopic --expect "${n:-1000000}" --idle-s 20 >"$work/push.out" 2>&1
   echo "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' "$work/drain.out" | tail -1)" \
-    "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' "$work/push.out" | tail -1)" "${n:-0}"
+    "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' "$work/push.out" | tail -1)" "${n:-0}" \
+    "$(push_detail "${n:-1000000}" "$work/push.out")"
 }
 
 report() { # system workload round result...
@@ -127,9 +140,9 @@ for round in $(seq 1 "$rounds"); do
       esac
       if [ "$w" = drain ]; then
         [ "$system" = sluice-bench ] && { stop_all; continue; }
-        read -r d p n < <(drain_and_push)
+        read -r d p n detail < <(drain_and_push)
         report "$system" drain "$round" "$d" - - - "backlog=$n"
-        report "$system" push "$round" "$p" - - - "backlog=$n"
+        report "$system" push "$round" "$p" - - - "backlog=$n $detail"
       elif [ "$system" = sluice-bench ]; then
         report "$system" "$w" "$round" $(drive_sluice_bench $conc $batch)
       else
