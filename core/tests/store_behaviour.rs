@@ -585,14 +585,22 @@ fn a_record_with_more_keys_than_an_index_file_holds_indexes_them_all() {
             .len()
     };
     for key in many.iter().map(String::as_str).chain(["k0", "k2"]) {
-        assert_eq!(found(&store, key), expected(key), "key {key} before the restart");
+        assert_eq!(
+            found(&store, key),
+            expected(key),
+            "key {key} before the restart"
+        );
     }
     block_on(store.shutdown()).expect("shutdown");
     drop(store);
     disk.remove("checkpoint").expect("checkpoint");
     let store = open(&disk, &clock, tiny_index());
     for key in many.iter().map(String::as_str).chain(["k0", "k2"]) {
-        assert_eq!(found(&store, key), expected(key), "key {key} after the rebuild");
+        assert_eq!(
+            found(&store, key),
+            expected(key),
+            "key {key} after the rebuild"
+        );
     }
 }
 

@@ -317,7 +317,10 @@ impl DedupeWindow {
             self.sequences.stored(&topic, stamp, original);
         }
         let mut st = self.lock();
-        if !st.slots.contains_key(&Parts([topic.as_str(), key.as_str()])) {
+        if !st
+            .slots
+            .contains_key(&Parts([topic.as_str(), key.as_str()]))
+        {
             Self::insert(&mut st, &topic, &key, original, rec.store_timestamp_ms);
             self.expire(&mut st, now_ms);
         }

@@ -128,11 +128,8 @@ pub(super) async fn answer<D: Disk, C: Clock>(
     original: &Original,
     wait: bool,
 ) -> RemotingCommand {
-    let header = SendMessageResponseHeader::new(
-        original.msg_id(),
-        original.queue_id,
-        original.queue_offset,
-    );
+    let header =
+        SendMessageResponseHeader::new(original.msg_id(), original.queue_id, original.queue_offset);
     let cmd = RemotingCommand::success().with_header(&header);
     super::send::replicated(b, CommitLogOffset::new(original.end), wait, cmd).await
 }
