@@ -469,8 +469,19 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         }
     }
+    // Requests read before the end are answered before the socket closes:
+    // a peer that pipelined requests and then shut its sending half, or
+    // followed them with a bad frame, still gets their answers (as it did
+    // when each answer was queued to the writer at once).
+    if !ready.is_empty() && handle.answer(&mut ready).await {
+        let _ = tokio::time::timeout(LAST_ANSWERS_WAIT, handle.wait_for_peer()).await;
+    }
     handle.close();
 }
+
+/// How long a closing connection waits for its peer to take the last
+/// answers.
+const LAST_ANSWERS_WAIT: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {
@@ -524,6 +535,52 @@ mod tests {
             }
             assert!(polls <= 120, "{polls} task polls for 100 answers");
         });
+    }
+
+    /// Requests followed by the end of the peer's stream, or by a frame
+    /// that cannot be read, in the same read: their answers are written
+    /// before the connection closes.
+    #[tokio::test]
+    async fn requests_read_before_the_end_or_a_bad_frame_are_answered_before_close() {
+        let bad_frame: &[u8] = &[0, 0, 0, 8, 0, 0, 0, 100, 1, 2, 3, 4];
+        for then_bad_frame in [false, true] {
+            let table =
+                HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
+                    Some(RemotingCommand::success())
+                });
+            let (ours, theirs) = tokio::io::duplex(64 * 1024);
+            let (reader, writer) = tokio::io::split(ours);
+            let socket = Socket {
+                reader,
+                writer,
+                peer_addr: "127.0.0.1:1".parse().expect("addr"),
+            };
+            let handle =
+                ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
+            let (their_reader, mut their_writer) = tokio::io::split(theirs);
+            let mut bytes = Vec::new();
+            for opaque in 1..=3 {
+                let mut request = RemotingCommand::request(1);
+                request.opaque = opaque;
+                bytes.extend_from_slice(
+                    &frame::encode_to_bytes(&request, &FrameLimits::default()).expect("encodable"),
+                );
+            }
+            if then_bad_frame {
+                bytes.extend_from_slice(bad_frame);
+            }
+            their_writer.write_all(&bytes).await.expect("write");
+            if !then_bad_frame {
+                their_writer.shutdown().await.expect("shutdown");
+            }
+            let mut answers = FrameReader::new(their_reader, FrameLimits::default());
+            let mut got = Vec::new();
+            while let Ok(Some(answer)) = answers.next().await {
+                got.push(answer.opaque);
+            }
+            assert_eq!(got, [1, 2, 3], "bad frame after them: {then_bad_frame}");
+            handle.closed().await;
+        }
     }
 
     /// A peer that pipelines requests and never reads an answer: the

@@ -119,7 +119,7 @@ impl ConnectionHandle {
     }
 
     /// Waits until the peer has taken everything queued.
-    async fn wait_for_peer(&self) -> bool {
+    pub(super) async fn wait_for_peer(&self) -> bool {
         let mut closed = self.shared.state.subscribe();
         let flushed = async {
             let mut guard = self.shared.writer.lock().await;
