@@ -129,7 +129,9 @@ fn bench_refuses_bad_flags_with_an_error_not_a_panic() {
         &[
             "bench", "produce", "--topic", "T", "--mode", "sync", "--window", "8",
         ],
-        &["bench", "produce", "--topic", "T", "--batch", "64"],
+        &[
+            "bench", "produce", "--topic", "T", "--mode", "sync", "--batch", "64",
+        ],
         &["bench", "e2e", "--topic", "T", "--size", "8"],
         &["bench", "produce", "--topic", "bad topic!"],
     ] {
