@@ -469,10 +469,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         }
     }
-    // Requests read before the end are answered before the socket closes:
-    // a peer that pipelined requests and then shut its sending half, or
-    // followed them with a bad frame, still gets their answers (as it did
-    // when each answer was queued to the writer at once).
+    close_after_answering(&handle, ready).await;
+}
+
+/// Requests read before the end are answered before the socket closes: a
+/// peer that followed them with a bad frame (or ended its stream) still
+/// gets their answers, as it did when each answer was queued to the writer
+/// at once.
+async fn close_after_answering(handle: &ConnectionHandle, mut ready: Vec<EncodedFrame>) {
     if !ready.is_empty() && handle.answer(&mut ready).await {
         let _ = tokio::time::timeout(LAST_ANSWERS_WAIT, handle.wait_for_peer()).await;
     }
@@ -484,147 +488,4 @@ async fn read_loop<R: AsyncRead + Unpin>(
 const LAST_ANSWERS_WAIT: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicUsize;
-
-    use tokio::io::AsyncWriteExt;
-
-    use super::*;
-    use crate::rpc::HandlerTable;
-    use crate::transport::{FrameReader, Socket};
-
-    /// A request answered without waiting is written by the connection's
-    /// own reader task: no other task runs for it. (Before, each answer
-    /// woke the writer task, whose coalescing yield polled it again: three
-    /// task polls per answer.)
-    #[test]
-    fn an_answer_that_needs_no_wait_wakes_no_other_task() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let table =
-                HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
-                    Some(RemotingCommand::success())
-                });
-            let (ours, theirs) = tokio::io::duplex(64 * 1024);
-            let (reader, writer) = tokio::io::split(ours);
-            let socket = Socket {
-                reader,
-                writer,
-                peer_addr: "127.0.0.1:1".parse().expect("addr"),
-            };
-            let _handle =
-                ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
-            let (their_reader, mut their_writer) = tokio::io::split(theirs);
-            let mut answers = FrameReader::new(their_reader, FrameLimits::default());
-            let request =
-                frame::encode_to_bytes(&RemotingCommand::request(1), &FrameLimits::default())
-                    .expect("encodable");
-            let metrics = tokio::runtime::Handle::current().metrics();
-            let mut polls = 0;
-            for round in 0..101 {
-                let before = metrics.worker_poll_count(0);
-                their_writer.write_all(&request).await.expect("write");
-                let answer = answers.next().await.expect("read").expect("an answer");
-                assert!(answer.is_response());
-                if round > 0 {
-                    polls += metrics.worker_poll_count(0) - before;
-                }
-            }
-            assert!(polls <= 120, "{polls} task polls for 100 answers");
-        });
-    }
-
-    /// Requests followed by the end of the peer's stream, or by a frame
-    /// that cannot be read, in the same read: their answers are written
-    /// before the connection closes.
-    #[tokio::test]
-    async fn requests_read_before_the_end_or_a_bad_frame_are_answered_before_close() {
-        let bad_frame: &[u8] = &[0, 0, 0, 8, 0, 0, 0, 100, 1, 2, 3, 4];
-        for then_bad_frame in [false, true] {
-            let table =
-                HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
-                    Some(RemotingCommand::success())
-                });
-            let (ours, theirs) = tokio::io::duplex(64 * 1024);
-            let (reader, writer) = tokio::io::split(ours);
-            let socket = Socket {
-                reader,
-                writer,
-                peer_addr: "127.0.0.1:1".parse().expect("addr"),
-            };
-            let handle =
-                ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
-            let (their_reader, mut their_writer) = tokio::io::split(theirs);
-            let mut bytes = Vec::new();
-            for opaque in 1..=3 {
-                let mut request = RemotingCommand::request(1);
-                request.opaque = opaque;
-                bytes.extend_from_slice(
-                    &frame::encode_to_bytes(&request, &FrameLimits::default()).expect("encodable"),
-                );
-            }
-            if then_bad_frame {
-                bytes.extend_from_slice(bad_frame);
-            }
-            their_writer.write_all(&bytes).await.expect("write");
-            if !then_bad_frame {
-                their_writer.shutdown().await.expect("shutdown");
-            }
-            let mut answers = FrameReader::new(their_reader, FrameLimits::default());
-            let mut got = Vec::new();
-            while let Ok(Some(answer)) = answers.next().await {
-                got.push(answer.opaque);
-            }
-            assert_eq!(got, [1, 2, 3], "bad frame after them: {then_bad_frame}");
-            handle.closed().await;
-        }
-    }
-
-    /// A peer that pipelines requests and never reads an answer: the
-    /// connection stops reading once its outbound queue and the stream are
-    /// full, so the answers held in memory stay bounded (before, every
-    /// answer that found the queue full was parked in a task of its own).
-    #[tokio::test]
-    async fn a_peer_that_never_reads_answers_is_slowed_not_buffered() {
-        let handled = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&handled);
-        let table =
-            HandlerTable::new().with(1, move |_ctx: RequestContext, _req: RemotingCommand| {
-                counter.fetch_add(1, Ordering::Relaxed);
-                async { Some(RemotingCommand::success()) }
-            });
-        let (ours, mut theirs) = tokio::io::duplex(4096);
-        let (reader, writer) = tokio::io::split(ours);
-        let socket = Socket {
-            reader,
-            writer,
-            peer_addr: "127.0.0.1:1".parse().expect("addr"),
-        };
-        let config = RpcConfig {
-            outbound_queue_frames: 8,
-            ..RpcConfig::default()
-        };
-        let _handle = ConnectionHandle::spawn(socket, Arc::new(table), &config, None);
-        let request = frame::encode_to_bytes(&RemotingCommand::request(1), &FrameLimits::default())
-            .expect("encodable");
-        let sent = 20_000;
-        let pipelined = tokio::time::timeout(Duration::from_secs(2), async {
-            for _ in 0..sent {
-                theirs.write_all(&request).await.expect("write");
-            }
-        })
-        .await;
-        assert!(
-            pipelined.is_err(),
-            "the connection read every request of a peer that reads nothing"
-        );
-        let handled = handled.load(Ordering::Relaxed);
-        assert!(
-            handled < 2_000,
-            "{handled} requests handled, their answers held in memory"
-        );
-    }
-}
+mod tests;
