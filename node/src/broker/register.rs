@@ -3,6 +3,7 @@
 //! its topic table to every name server, each on its own schedule; at
 //! shutdown it unregisters.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,11 @@ use super::Broker;
 pub(super) struct Signals {
     pub(super) topics_changed: tokio::sync::Notify,
     registered: watch::Sender<bool>,
+    /// Topic table changes so far (bumped after the table changed).
+    changes: AtomicU64,
+    /// Per name server (in configuration order): the change count its
+    /// loop had seen when its last registration attempt took the table.
+    covered: watch::Sender<Vec<u64>>,
 }
 
 impl Default for Signals {
@@ -29,6 +35,8 @@ impl Default for Signals {
         Self {
             topics_changed: tokio::sync::Notify::new(),
             registered: watch::channel(false).0,
+            changes: AtomicU64::new(0),
+            covered: watch::channel(Vec::new()).0,
         }
     }
 }
@@ -46,6 +54,21 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         // An error means the broker is gone: nothing to wait for.
         let _ = rx.wait_for(|done| *done).await;
     }
+
+    /// Asks for a prompt registration of the changed topic table and
+    /// waits (at most [`REGISTER_TIMEOUT`]) until every name server's
+    /// registration attempt has carried it, as RocketMQ's broker registers
+    /// a created topic before it answers: a route asked for right after
+    /// `updateTopic` finds it.
+    pub(crate) async fn register_topics_now(&self) {
+        let change = self.registration.changes.fetch_add(1, Ordering::SeqCst) + 1;
+        self.registration.topics_changed.notify_one();
+        let mut rx = self.registration.covered.subscribe();
+        // Empty: registration is not running (no name servers), nothing
+        // to wait for.
+        let carried = rx.wait_for(|seen| seen.iter().all(|c| *c >= change));
+        let _ = tokio::time::timeout(REGISTER_TIMEOUT, carried).await;
+    }
 }
 
 /// RocketMQ's registration timeout.
@@ -59,13 +82,18 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
 pub(super) async fn run<D: Disk, C: Clock, T: Transport>(broker: Arc<Broker<D, C>>, transport: T) {
     let period = Duration::from_millis(broker.config.register_interval_ms.clamp(1_000, 60_000));
     let (changed, _) = watch::channel(());
+    let servers = broker.config.namesrv_addrs.clone();
+    broker
+        .registration
+        .covered
+        .send_replace(vec![0; servers.len()]);
     // Dropped when this task is aborted, aborting every loop.
     let mut loops = JoinSet::new();
-    for ns in broker.config.namesrv_addrs.clone() {
+    for (index, ns) in servers.into_iter().enumerate() {
         let registering = register_loop(
             Arc::clone(&broker),
             transport.clone(),
-            ns,
+            (index, ns),
             period,
             changed.subscribe(),
         );
@@ -82,7 +110,7 @@ pub(super) async fn run<D: Disk, C: Clock, T: Transport>(broker: Arc<Broker<D, C
 async fn register_loop<D: Disk, C: Clock, T: Transport>(
     broker: Arc<Broker<D, C>>,
     transport: T,
-    ns: String,
+    (index, ns): (usize, String),
     period: Duration,
     mut topics_changed: watch::Receiver<()>,
 ) {
@@ -96,7 +124,14 @@ async fn register_loop<D: Disk, C: Clock, T: Transport>(
         // repairs it long before the name server expires the broker.
         skipped = periodic && !skipped && sluice_core::buggify!();
         if !skipped {
+            // Read before the table is: the attempt carries this change.
+            let change = broker.registration.changes.load(Ordering::SeqCst);
             register_with(&broker, &client, &ns).await;
+            broker.registration.covered.send_modify(|seen| {
+                if let Some(seen) = seen.get_mut(index) {
+                    *seen = (*seen).max(change);
+                }
+            });
         }
         periodic = tokio::select! {
             () = tokio::time::sleep(period) => true,

@@ -42,6 +42,7 @@ pub(super) async fn create_topic<D: Disk, C: Clock>(
     };
     if b.topics().put(config, b.now_ms()) {
         b.topics_updated().await;
+        b.register_topics_now().await;
     }
     Ok(RemotingCommand::success())
 }
