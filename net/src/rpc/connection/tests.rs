@@ -8,6 +8,23 @@ use super::*;
 use crate::rpc::HandlerTable;
 use crate::transport::{FrameReader, Socket};
 
+/// A connection whose handler answers request code 1 at once, and the
+/// peer's end of its stream.
+fn answering_connection() -> (ConnectionHandle, tokio::io::DuplexStream) {
+    let table = HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
+        Some(RemotingCommand::success())
+    });
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let (reader, writer) = tokio::io::split(ours);
+    let socket = Socket {
+        reader,
+        writer,
+        peer_addr: "127.0.0.1:1".parse().expect("addr"),
+    };
+    let handle = ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
+    (handle, theirs)
+}
+
 /// A request answered without waiting is written by the connection's
 /// own reader task: no other task runs for it. (Before, each answer
 /// woke the writer task, whose coalescing yield polled it again: three
@@ -19,18 +36,7 @@ fn an_answer_that_needs_no_wait_wakes_no_other_task() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let table =
-            HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
-                Some(RemotingCommand::success())
-            });
-        let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        let (reader, writer) = tokio::io::split(ours);
-        let socket = Socket {
-            reader,
-            writer,
-            peer_addr: "127.0.0.1:1".parse().expect("addr"),
-        };
-        let _handle = ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
+        let (_handle, theirs) = answering_connection();
         let (their_reader, mut their_writer) = tokio::io::split(theirs);
         let mut answers = FrameReader::new(their_reader, FrameLimits::default());
         let request = frame::encode_to_bytes(&RemotingCommand::request(1), &FrameLimits::default())
@@ -57,18 +63,7 @@ fn an_answer_that_needs_no_wait_wakes_no_other_task() {
 async fn requests_read_before_the_end_or_a_bad_frame_are_answered_before_close() {
     let bad_frame: &[u8] = &[0, 0, 0, 8, 0, 0, 0, 100, 1, 2, 3, 4];
     for then_bad_frame in [false, true] {
-        let table =
-            HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
-                Some(RemotingCommand::success())
-            });
-        let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        let (reader, writer) = tokio::io::split(ours);
-        let socket = Socket {
-            reader,
-            writer,
-            peer_addr: "127.0.0.1:1".parse().expect("addr"),
-        };
-        let handle = ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
+        let (handle, theirs) = answering_connection();
         let (their_reader, mut their_writer) = tokio::io::split(theirs);
         let mut bytes = Vec::new();
         for opaque in 1..=3 {
