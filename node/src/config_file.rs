@@ -28,6 +28,8 @@
 //! timer_precision_ms = 1000       # timer messages: slot width (up to this late, never early)
 //! timer_max_delay_ms = 259200000  # farthest ahead a timer may be due (3 days; <= retention)
 //! timer_log_segment_bytes = 56000000 # timer log file size (a multiple of 56)
+//! grpc_listen = "127.0.0.1:10919"  # RocketMQ 5 gRPC clients (absent: broker port + 8;
+//!                                   # standalone: 127.0.0.1:8081; "off": none)
 //! metrics_listen = "127.0.0.1:5557" # HTTP: /metrics and the dashboard (absent: off;
 //!                                   # standalone serves 127.0.0.1:5557 unless "off")
 //! metrics_series_cap = 5000         # label sets per metric family; past it, `other`
@@ -178,6 +180,9 @@ pub struct BrokerFile {
     pub acl: Option<AclFile>,
     /// The HTTP port (`/metrics`, dashboard); `"off"`: none.
     pub metrics_listen: Option<String>,
+    /// The RocketMQ 5 gRPC endpoint; `"off"`: none (absent: the broker
+    /// port + 8).
+    pub grpc_listen: Option<String>,
     /// Label sets per labelled metric family.
     pub metrics_series_cap: Option<usize>,
     /// Record figures on the hot path (false: only to measure the cost).
@@ -244,26 +249,37 @@ impl BrokerFile {
         Ok(())
     }
 
-    /// Applies the file over the defaults; returns the config and data dir.
-    pub fn into_config(self) -> Result<(BrokerConfig, String)> {
-        let mut c = BrokerConfig::default();
-        self.apply_tuning(&mut c)?;
-        if let Some(v) = self.cluster_name {
+    /// The broker's names and addresses onto `c` (taken from the file).
+    fn apply_identity(&mut self, c: &mut BrokerConfig) {
+        if let Some(v) = self.cluster_name.take() {
             c.cluster_name = v;
         }
-        if let Some(v) = self.broker_name {
+        if let Some(v) = self.broker_name.take() {
             c.broker_name = v;
         }
         if let Some(v) = self.broker_id {
             c.broker_id = v;
         }
-        if let Some(v) = self.listen {
+        if let Some(v) = self.listen.take() {
             c.listen = v;
         }
-        c.advertised_addr = self.advertised_addr;
-        if let Some(v) = self.namesrv_addrs {
+        c.grpc_listen_defaulted = self.grpc_listen.is_none();
+        c.grpc_listen = match self.grpc_listen.as_deref() {
+            Some("off") => None,
+            Some(v) => Some(v.to_owned()),
+            None => Some(crate::grpc::default_listen(&c.listen)),
+        };
+        c.advertised_addr = self.advertised_addr.take();
+        if let Some(v) = self.namesrv_addrs.take() {
             c.namesrv_addrs = v;
         }
+    }
+
+    /// Applies the file over the defaults; returns the config and data dir.
+    pub fn into_config(mut self) -> Result<(BrokerConfig, String)> {
+        let mut c = BrokerConfig::default();
+        self.apply_tuning(&mut c)?;
+        self.apply_identity(&mut c);
         store_modes(self.flush_mode, self.disk_pressure_retention, &mut c.store)?;
         if let Some(v) = self.auto_create_topic {
             c.auto_create_topic = v;

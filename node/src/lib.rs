@@ -26,6 +26,7 @@ pub mod controller;
 pub mod dashboard;
 pub mod dispatch;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod namesrv;
 pub mod peer_auth;

@@ -41,6 +41,7 @@
 mod client;
 mod connection;
 mod handler;
+mod local;
 mod server;
 
 use std::time::Duration;
@@ -50,6 +51,7 @@ use crate::remoting::FrameLimits;
 pub use client::RpcClient;
 pub use connection::{ConnectionHandle, ConnectionId};
 pub use handler::{Handler, HandlerFuture, HandlerTable, RequestContext};
+pub use local::{local_pair, LocalEnd};
 pub use server::{LiveConnections, RpcServer, RpcServerBuilder};
 
 /// Tuning shared by clients and servers.

@@ -234,22 +234,46 @@ impl Acl {
                 format!("[ACL] No acl config for accessKey={key}"),
             ));
         };
-        if !account.allow_addresses.is_empty()
-            && !account.allow_addresses.iter().any(|r| r.contains(peer))
-        {
-            return Err(deny(
-                Some(key),
-                format!("[ACL] accessKey={key} may not be used from {peer}"),
-            ));
-        }
         if !auth::verify(account.secret_key.as_bytes(), request) {
             return Err(deny(
                 Some(key),
                 format!("[ACL] Check signature failed for accessKey={key}"),
             ));
         }
-        let needs = needs(server, request).map_err(|e| deny(Some(key), format!("[ACL] {e}")))?;
-        permitted(account, request.code, &needs).map_err(|remark| deny(Some(key), remark))
+        permitted_for(account, peer, request, server).map_err(|remark| deny(Some(key), remark))
+    }
+
+    /// The policy's verdict on `request` from `peer` made by account `key`
+    /// that another protocol already authenticated (the 5.x endpoint
+    /// checks its own signatures, then asks what the equivalent remoting
+    /// request may do).
+    pub fn decide_authenticated(
+        &self,
+        server: Server,
+        peer: IpAddr,
+        key: &str,
+        request: &RemotingCommand,
+    ) -> std::result::Result<(), Denial> {
+        if resource::role(server, request.code) == Role::Open {
+            return Ok(());
+        }
+        let deny = |remark: String| Denial {
+            access_key: Some(key.to_owned()),
+            remark,
+        };
+        let policy = self.policy();
+        if policy
+            .global_allow_addresses
+            .iter()
+            .any(|r| r.contains(peer))
+        {
+            return Ok(());
+        }
+        let account = policy
+            .accounts
+            .get(key)
+            .ok_or_else(|| deny(format!("[ACL] No acl config for accessKey={key}")))?;
+        permitted_for(account, peer, request, server).map_err(deny)
     }
 
     /// Logs a refusal unless the same key was logged within the last
@@ -284,6 +308,24 @@ impl Acl {
         );
         true
     }
+}
+
+/// Whether `account` may send `request` from `peer` to `server`: its
+/// address list, then the permissions the request needs.
+fn permitted_for(
+    account: &Account,
+    peer: IpAddr,
+    request: &RemotingCommand,
+    server: Server,
+) -> std::result::Result<(), String> {
+    let key = &account.access_key;
+    if !account.allow_addresses.is_empty()
+        && !account.allow_addresses.iter().any(|r| r.contains(peer))
+    {
+        return Err(format!("[ACL] accessKey={key} may not be used from {peer}"));
+    }
+    let needs = needs(server, request).map_err(|e| format!("[ACL] {e}"))?;
+    permitted(account, request.code, &needs)
 }
 
 /// What one access key may do on a topic and a group (`sluice acl check`).

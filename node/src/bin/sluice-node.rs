@@ -95,22 +95,13 @@ enum Command {
         /// `data_dir`, else ./sluice-data].
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// Name server listen address.
-        #[arg(long, default_value = "127.0.0.1:9876")]
-        namesrv_listen: String,
-        /// Broker listen address; port − 2 is served too, for old clients
-        /// [default: the file's `listen`, else 127.0.0.1:10911].
-        #[arg(long)]
-        broker_listen: Option<String>,
         /// `async` (ack from page cache, RocketMQ's default) or `sync`
         /// (ack after fsync, with group commit) [default: the file's
         /// `flush_mode`, else async].
         #[arg(long)]
         flush: Option<String>,
-        /// HTTP port for `/metrics` and the dashboard, or `off`
-        /// [default: the file's `metrics_listen`, else 127.0.0.1:5557].
-        #[arg(long)]
-        metrics_listen: Option<String>,
+        #[command(flatten)]
+        listen: Listen,
     },
 }
 
@@ -246,18 +237,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Standalone {
             config,
             data_dir,
-            namesrv_listen,
-            broker_listen,
             flush,
-            metrics_listen,
-        } => {
-            let listen = Listen {
-                namesrv: namesrv_listen,
-                broker: broker_listen,
-                metrics: metrics_listen,
-            };
-            standalone(broker_file(config)?, data_dir, listen, flush, stop).await?;
-        }
+            listen,
+        } => standalone(broker_file(config)?, data_dir, listen, flush, stop).await?,
     }
     Ok(())
 }
@@ -286,10 +268,23 @@ fn broker_file(path: Option<PathBuf>) -> anyhow::Result<BrokerFile> {
 
 /// Where `standalone` listens: the name server, and the broker unless the
 /// file says.
+#[derive(Args)]
 struct Listen {
+    /// Name server listen address.
+    #[arg(long = "namesrv-listen", default_value = "127.0.0.1:9876")]
     namesrv: String,
+    /// Broker listen address; port − 2 is served too, for old clients
+    /// [default: the file's `listen`, else 127.0.0.1:10911].
+    #[arg(long = "broker-listen")]
     broker: Option<String>,
+    /// HTTP port for `/metrics` and the dashboard, or `off`
+    /// [default: the file's `metrics_listen`, else 127.0.0.1:5557].
+    #[arg(long = "metrics-listen")]
     metrics: Option<String>,
+    /// RocketMQ 5 gRPC endpoint for 5.x clients, or `off`
+    /// [default: the file's `grpc_listen`, else 127.0.0.1:8081].
+    #[arg(long = "grpc-listen")]
+    grpc: Option<String>,
 }
 
 /// Where standalone serves HTTP unless told otherwise.
@@ -317,8 +312,15 @@ async fn standalone(
         .metrics
         .or_else(|| file.metrics_listen.clone())
         .unwrap_or_else(|| STANDALONE_METRICS_LISTEN.to_owned());
+    let grpc_defaulted = listen.grpc.is_none() && file.grpc_listen.is_none();
+    let grpc = listen
+        .grpc
+        .or_else(|| file.grpc_listen.clone())
+        .unwrap_or_else(|| sluice_node::grpc::STANDALONE_GRPC_LISTEN.to_owned());
     let (mut config, file_data_dir) = file.into_config()?;
     config.metrics_listen = Some(metrics).filter(|m| m != "off");
+    config.grpc_listen = Some(grpc).filter(|g| g != "off");
+    config.grpc_listen_defaulted = grpc_defaulted;
     if let Some(broker) = listen.broker {
         config.listen = broker;
     }
@@ -410,6 +412,12 @@ async fn run_broker(
         let router = sluice_node::http::metrics_router(Arc::clone(&broker))
             .merge(sluice_node::dashboard::router(dashboard));
         serve_http(&listen, router, wait(stop.clone())).await?;
+    }
+    if let Some(listen) = broker.config().grpc_listen.clone() {
+        let endpoint = sluice_node::grpc::start(&broker, &listen, &transport, wait(stop.clone()));
+        if let Some(addr) = endpoint.await? {
+            println!("sluice gRPC (RocketMQ 5) listening on {addr}");
+        }
     }
     let registered = Arc::clone(&broker);
     broker

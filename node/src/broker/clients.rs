@@ -3,7 +3,7 @@
 //! connection that closes or stays silent past the idle limit is dropped.
 //! Ordered maps keep every walk deterministic.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -37,7 +37,13 @@ pub struct ConsumerGroup {
     pub subscriptions: BTreeMap<String, SubscriptionData>,
     /// Live connections.
     pub channels: BTreeMap<ConnectionId, Channel>,
+    /// Connections whose latest registration consumes by POP (5.x
+    /// clients, consume type `CONSUME_POP`); may name closed ones.
+    pub pop_members: BTreeSet<ConnectionId>,
 }
+
+/// The consume type of POP (5.x) consumers.
+pub const CONSUME_POP: &str = "CONSUME_POP";
 
 /// The registry.
 #[derive(Default)]
@@ -72,6 +78,11 @@ impl ClientRegistry {
             group.subscriptions.insert(sub.topic.clone(), sub.clone());
         }
         let id = channel.connection.id();
+        if data.consume_type == CONSUME_POP {
+            group.pop_members.insert(id);
+        } else {
+            group.pop_members.remove(&id);
+        }
         let changed = group
             .channels
             .get(&id)
@@ -227,6 +238,21 @@ impl ClientRegistry {
             .get(group)
             .map(|g| g.subscriptions.keys().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// How the live members of `group` consume: `(by offsets, by POP)`,
+    /// each true if any member does (a group should do one or the other).
+    pub fn consume_modes(&self, group: &str) -> (bool, bool) {
+        let inner = self.lock();
+        let Some(g) = inner.consumers.get(group) else {
+            return (false, false);
+        };
+        let pop = g
+            .channels
+            .keys()
+            .filter(|id| g.pop_members.contains(id))
+            .count();
+        (g.channels.len() > pop, pop > 0)
     }
 
     /// Names of every consumer group with at least one member.

@@ -105,6 +105,13 @@ pub struct BrokerConfig {
     /// What the broker signs its own calls to name servers with (an
     /// account with `broker = true` where they enforce ACL).
     pub credentials: Option<Credentials>,
+    /// The RocketMQ 5 gRPC endpoint (`None`: none). Served by the
+    /// `sluice-node` binary (see `crate::grpc`), not by `Broker::serve`.
+    pub grpc_listen: Option<String>,
+    /// `grpc_listen` is the default, not configured: a port already in
+    /// use there leaves the endpoint closed with a warning instead of
+    /// failing the start.
+    pub grpc_listen_defaulted: bool,
     /// The HTTP port for `/metrics` and the dashboard (`None`: none).
     /// Served by the `sluice-node` binary, not by `Broker::serve`.
     pub metrics_listen: Option<String>,
@@ -185,6 +192,8 @@ impl Default for BrokerConfig {
             },
             acl: None,
             credentials: None,
+            grpc_listen: None,
+            grpc_listen_defaulted: false,
             metrics_listen: None,
             metrics_series_cap: super::stats::DEFAULT_SERIES_CAP,
             stats: true,

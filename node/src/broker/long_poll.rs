@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+/// The queue id of a signal woken by an arrival on any queue of its topic.
+pub const ANY_QUEUE: i32 = -1;
+
 /// One wake-up signal per topic/queue.
 #[derive(Default)]
 pub struct ArrivalSignals {
@@ -27,10 +30,17 @@ impl ArrivalSignals {
         n
     }
 
-    /// Wakes every pull parked on the queue.
+    /// Wakes every pull parked on the queue, and every waiter on the
+    /// whole topic (queue id [`ANY_QUEUE`]).
     pub fn notify(&self, topic: &str, queue_id: i32) {
-        let n = self.lock().get(&(topic.to_owned(), queue_id)).cloned();
-        if let Some(n) = n {
+        let (one, any) = {
+            let map = self.lock();
+            let mut key = (topic.to_owned(), queue_id);
+            let one = map.get(&key).cloned();
+            key.1 = ANY_QUEUE;
+            (one, map.get(&key).cloned())
+        };
+        for n in one.into_iter().chain(any) {
             n.notify_waiters();
         }
     }
@@ -57,6 +67,20 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), waiter)
             .await
             .expect("woken, not timed out");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_topic_wide_waiter_is_woken_by_any_of_its_queues() {
+        let s = ArrivalSignals::default();
+        let n = s.signal("T", ANY_QUEUE);
+        let waiter = n.notified();
+        tokio::pin!(waiter);
+        waiter.as_mut().enable();
+        s.notify("U", 3);
+        s.notify("T", 3);
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiter)
+            .await
+            .expect("woken by queue 3 of its topic");
     }
 
     #[tokio::test(flavor = "current_thread")]

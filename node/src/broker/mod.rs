@@ -16,6 +16,7 @@ pub mod handlers;
 mod locks;
 mod long_poll;
 mod offsets;
+pub mod pop;
 mod ports;
 mod register;
 pub mod response;
@@ -25,7 +26,7 @@ pub mod timer;
 mod topics;
 pub mod transaction;
 
-pub use clients::{Channel, ClientRegistry, ConsumerGroup};
+pub use clients::{Channel, ClientRegistry, ConsumerGroup, CONSUME_POP};
 pub use config::BrokerConfig;
 pub use delay_levels::{DelayLevels, DEFAULT_DELAY_LEVELS, DELAY_LEVELS_MAX};
 pub use filter::FilterCache;
@@ -83,6 +84,7 @@ pub struct Broker<D: Disk, C: Clock> {
     ha: Option<Replication>,
     stats: BrokerStats,
     dedupe: dedupe::DedupeWindow,
+    pop: pop::Pop,
 }
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -148,6 +150,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let broker = Arc::new(Self {
             stats: handlers::stats(&store, &config),
             dedupe: dedupe::DedupeWindow::of(&config),
+            pop: pop::Pop::default(),
             send_permits: Semaphore::new(config.sends_in_flight_max),
             delay_levels,
             delay_progress,
@@ -171,10 +174,6 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             ha,
         });
         broker.settle_in();
-        match broker.replication() {
-            Some(ha) => ha::listen_appends(&broker, ha),
-            None => broker.rebuild_dedupe(),
-        }
         Ok(broker)
     }
 
@@ -194,6 +193,10 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let reply = handlers::reply_topic(&self.config.cluster_name);
         self.topics
             .ensure(&reply, 1, PERM_READ | PERM_WRITE, self.now_ms());
+        match self.replication() {
+            Some(ha) => ha::listen_appends(self, ha),
+            None => self.rebuild_dedupe(),
+        }
     }
 
     /// The configuration in force.
@@ -247,6 +250,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             return Ok(());
         };
         self.rebuild_dedupe(); // before the store takes writes (see dedupe)
+        self.pop.reset();
         let start = self.store.become_writer().await?.get();
         let mut epochs = ha.epochs();
         epochs
@@ -278,8 +282,14 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         };
         self.store.become_follower();
         self.dedupe.clear(); // it may name records the new master never got
+        self.pop.reset();
         ha.set_role(Role::Replica { master_ha });
         self.registration.topics_changed.notify_one();
+    }
+
+    /// POP consumption's state (see [`pop`]).
+    pub fn pop(&self) -> &pop::Pop {
+        &self.pop
     }
 
     /// The store.

@@ -96,6 +96,9 @@ pub fn spawn_until_seen(command: &mut Command, ready: &str) -> (Child, Vec<Strin
 /// The line `sluice-node` prints when its HTTP port serves.
 pub const HTTP_LINE: &str = "sluice http listening on ";
 
+/// What `sluice-node` prints before its gRPC endpoint's address.
+pub const GRPC_LINE: &str = "sluice gRPC (RocketMQ 5) listening on ";
+
 /// The HTTP base URL (`http://127.0.0.1:PORT`) among `lines`.
 pub fn http_base(lines: &[String]) -> Option<String> {
     lines.iter().find_map(|l| {
@@ -190,6 +193,8 @@ pub struct Node {
     pub config: Option<PathBuf>,
     /// The HTTP port's base URL (`/metrics`, the dashboard).
     pub http: String,
+    /// The RocketMQ 5 gRPC endpoint (`host:port`).
+    pub grpc: String,
 }
 
 /// A port `p` such that `p` and `p - 2` (the VIP port) are free now.
@@ -270,12 +275,18 @@ impl Node {
             &broker,
             "--flush",
             flush,
-            // An ephemeral HTTP port: tests run side by side.
+            // Ephemeral HTTP and gRPC ports: tests run side by side.
             "--metrics-listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
             "127.0.0.1:0",
         ]);
         let (child, seen) = spawn_until_seen(&mut command, "sluice broker listening");
         let http = http_base(&seen).expect("sluice-node printed its HTTP port");
+        let grpc = seen
+            .iter()
+            .find_map(|l| l.split(GRPC_LINE).nth(1).map(|a| a.trim().to_owned()))
+            .expect("sluice-node printed its gRPC port");
         Self {
             child: Some(child),
             data_dir: data_dir.to_owned(),
@@ -283,6 +294,7 @@ impl Node {
             broker,
             config,
             http,
+            grpc,
         }
     }
 

@@ -12,12 +12,12 @@ mod end_transaction;
 mod group;
 mod lock;
 mod offset;
-mod pull;
+pub(crate) mod pull;
 mod query;
 mod reply;
 mod reset;
 mod send;
-mod send_back;
+pub(crate) mod send_back;
 mod send_dedupe;
 mod send_half;
 
@@ -42,18 +42,8 @@ pub type BrokerRoutes<D, C> = Routes<Broker<D, C>>;
 /// The broker's request table serving `broker`; every answer's latency
 /// and response code go to the broker's stats.
 pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C> {
-    let observer = Observer {
-        now: |b: &Broker<D, C>| b.clock().monotonic(),
-        record: |b: &Broker<D, C>, code, response, elapsed| {
-            b.stats().request(code, response, elapsed);
-        },
-    };
     let guarded = broker.config().acl.is_some();
-    let routes = if broker.stats().is_recording() {
-        Routes::observed("broker", broker, &table(), observer)
-    } else {
-        Routes::new("broker", broker, &table())
-    };
+    let routes = unguarded_routes(broker);
     if !guarded {
         return routes;
     }
@@ -66,6 +56,23 @@ pub fn routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C
         ),
         None => Ok(()),
     })
+}
+
+/// The broker's request table without the ACL guard, for front ends that
+/// authenticate and authorise by their own protocol first (the 5.x gRPC
+/// endpoint); answers are still timed in the broker's stats.
+pub fn unguarded_routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerRoutes<D, C> {
+    let observer = Observer {
+        now: |b: &Broker<D, C>| b.clock().monotonic(),
+        record: |b: &Broker<D, C>, code, response, elapsed| {
+            b.stats().request(code, response, elapsed);
+        },
+    };
+    if broker.stats().is_recording() {
+        Routes::observed("broker", broker, &table(), observer)
+    } else {
+        Routes::new("broker", broker, &table())
+    }
 }
 
 /// Stats timing every code the broker serves, reading the store's

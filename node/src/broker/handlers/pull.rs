@@ -118,6 +118,16 @@ fn readable<D: Disk, C: Clock>(
             ),
         ));
     }
+    if b.clients().consume_modes(&h.consumer_group).1 {
+        return Err(Refusal::new(
+            response_code::NO_PERMISSION,
+            format!(
+                "[sluice] group [{}] consumes by POP here (5.x clients are connected); \
+                 a group consumes by POP or by offsets, not both: use another group",
+                h.consumer_group
+            ),
+        ));
+    }
     let Some(tc) = b
         .topics()
         .get(&h.topic)
@@ -236,7 +246,7 @@ fn filter_for<D: Disk, C: Clock>(
 /// `SUBSCRIPTION_PARSE_FAILED`, SQL92 with `enable_property_filter` off is
 /// `SYSTEM_ERROR` (as RocketMQ). SQL92 expressions are compiled once per
 /// group and topic (see `FilterCache`).
-pub(super) fn subscription_filter<D: Disk, C: Clock>(
+pub(crate) fn subscription_filter<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     group: &str,
     topic: &str,

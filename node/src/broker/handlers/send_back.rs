@@ -63,6 +63,16 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     req: &RemotingCommand,
 ) -> Reply {
     let h: ConsumerSendMsgBackRequestHeader = req.header()?;
+    send_back(b, &h).await
+}
+
+/// Stores the message `h` names as the retry or dead letter its group's
+/// limits make it (also how a POP consumer's exhausted message reaches
+/// the DLQ: a negative delay level).
+pub(crate) async fn send_back<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    h: &ConsumerSendMsgBackRequestHeader,
+) -> Reply {
     let retry = retry_topic(&h.group);
     if let Err(e) = validate_topic(&retry) {
         return Err(Refusal::system_error(format!(
