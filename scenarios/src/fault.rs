@@ -409,6 +409,22 @@ impl FaultClass {
     }
 }
 
+/// Adds a broker crash (with or without power loss) at `at_ms`.
+pub(crate) fn push_crash(faults: &mut Vec<crate::plan::TimedFault>, at_ms: u64, power_loss: bool) {
+    faults.push(crate::plan::TimedFault {
+        at_ms,
+        fault: Fault::CrashBroker { power_loss },
+    });
+}
+
+/// Adds a broker restart at `at_ms`.
+pub(crate) fn push_restart(faults: &mut Vec<crate::plan::TimedFault>, at_ms: u64) {
+    faults.push(crate::plan::TimedFault {
+        at_ms,
+        fault: Fault::RestartBroker,
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

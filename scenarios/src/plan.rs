@@ -5,11 +5,13 @@
 use rand::Rng;
 
 pub use crate::fault::Fault;
+use crate::fault::{push_crash, push_restart};
 use crate::rng::{substream, Salt};
 
 mod cluster;
 mod disk;
 mod mutants;
+mod pop;
 mod retry;
 #[cfg(test)]
 mod tests;
@@ -56,6 +58,9 @@ pub struct Workload {
     /// Name servers of the cluster (1: the default single one). With more,
     /// brokers register with, and clients ask, every one of them.
     pub namesrvs: u32,
+    /// POP consumers of one group (server-side leases and acks) reading
+    /// while producers send (0: none).
+    pub pop_consumers: u32,
     /// With transactions: some ENDs are sent again, or only, seconds later
     /// (to the group's master then), and an END that failed is re-sent.
     pub late_ends: bool,
@@ -100,6 +105,10 @@ pub struct BrokerTuning {
     pub mutant_commit_lookup_misses: bool,
     /// Mutant: disk pressure deletes unread segments (`force`, RocketMQ's).
     pub mutant_force_retention: bool,
+    /// Mutant: a POP ack is answered before it is durable.
+    pub mutant_pop_ack_not_durable: bool,
+    /// Mutant: POP leases never expire (unacked messages never return).
+    pub mutant_pop_never_revives: bool,
 }
 
 /// A replicated broker group: the first broker and its replicas.
@@ -166,6 +175,7 @@ fn workload(seed: u64) -> Workload {
         deferral: Deferral::Off,
         drain_wait_ms: 0,
         namesrvs: 1,
+        pop_consumers: 0,
         late_ends: false,
     }
 }
@@ -199,20 +209,6 @@ fn replicated_workload(seed: u64) -> Workload {
     // messages while the group has no master.
     w.fail_backoff_ms = 400;
     w
-}
-
-fn push_crash(faults: &mut Vec<TimedFault>, at_ms: u64, power_loss: bool) {
-    faults.push(TimedFault {
-        at_ms,
-        fault: Fault::CrashBroker { power_loss },
-    });
-}
-
-fn push_restart(faults: &mut Vec<TimedFault>, at_ms: u64) {
-    faults.push(TimedFault {
-        at_ms,
-        fault: Fault::RestartBroker,
-    });
 }
 
 impl Plan {

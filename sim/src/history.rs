@@ -118,6 +118,34 @@ pub enum Event {
         /// The last error seen.
         reason: String,
     },
+    /// POP consumer `consumer` was handed these `(queue, queue_offset,
+    /// id, delivery attempt)` records.
+    PopDelivered {
+        /// The consumer.
+        consumer: u32,
+        /// What it was handed.
+        records: Vec<(i32, u64, MessageId, u32)>,
+    },
+    /// The broker confirmed POP consumer `consumer`'s ack of the delivery
+    /// of `id` at `(queue, offset)`.
+    PopAcked {
+        /// The consumer.
+        consumer: u32,
+        /// The queue.
+        queue: i32,
+        /// The offset.
+        offset: u64,
+        /// The message.
+        id: MessageId,
+    },
+    /// POP consumer `consumer`'s ack of `id` got no answer (a timeout or
+    /// a closed connection): it may or may not have taken effect.
+    PopAckUnknown {
+        /// The consumer.
+        consumer: u32,
+        /// The message.
+        id: MessageId,
+    },
     /// The harness injected a fault.
     Fault {
         /// What it injected.

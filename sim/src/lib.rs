@@ -42,6 +42,7 @@ pub mod history;
 pub mod member_crash;
 mod nemesis;
 pub mod oracle;
+pub mod pop;
 pub mod real;
 mod replica_group;
 pub mod routes;

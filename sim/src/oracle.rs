@@ -13,6 +13,7 @@ use crate::history::{Event, MessageId};
 
 mod dedupe;
 mod group;
+pub mod pop;
 pub mod replicas;
 mod skips;
 mod timing;
@@ -151,6 +152,8 @@ pub enum Violation {
     /// Replicas disagree, did not catch up, or a SYNC master acknowledged
     /// without its replica.
     Replica(replicas::ReplicaViolation),
+    /// POP consumption broke its promises (see `oracle::pop`).
+    Pop(pop::PopViolation),
     /// A transactional message whose local transaction rolled back (or a
     /// half never committed) was read.
     RolledBackVisible {

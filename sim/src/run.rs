@@ -18,7 +18,9 @@ use crate::group::{monitor, GroupProgress, MONITOR};
 use crate::harness::{add_broker, broker_config, builder, replica_host, slow_syncs, BROKER};
 use crate::history::{trace_hash, Entry, Event, History, Injected};
 use crate::nemesis::{self, Cluster};
-use crate::oracle::{check, check_group, early_deliveries, GroupBounds, OracleConfig, Verdict};
+use crate::oracle::{
+    check, check_group, early_deliveries, GroupBounds, OracleConfig, Verdict, Violation,
+};
 use crate::replica_group::{add_controllers, add_replicas, replica_violations};
 use crate::transactions::produce_transactions;
 use crate::workload::{drain, long_poll, produce};
@@ -278,6 +280,8 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
     config.stats = !plan.tuning.mutant_no_stats;
     config.mutant_dedupe_not_rebuilt = plan.tuning.mutant_dedupe_not_rebuilt;
     config.mutant_commit_lookup_misses = plan.tuning.mutant_commit_lookup_misses;
+    config.mutant_pop_ack_not_durable = plan.tuning.mutant_pop_ack_not_durable;
+    config.mutant_pop_never_revives = plan.tuning.mutant_pop_never_revives;
     if plan.workload.deferral == Deferral::Transactions {
         config.transaction_timeout_ms = TRANSACTION_TIMEOUT_MS;
         config.transaction_check_interval_ms = TRANSACTION_CHECK_INTERVAL_MS;
@@ -322,6 +326,12 @@ fn judge(
     verdict
         .violations
         .extend(crate::routes::route_violations(plan, entries));
+    if plan.workload.pop_consumers > 0 {
+        let pop = crate::oracle::pop::check_pop(entries, oracle.acked_must_survive);
+        verdict
+            .violations
+            .extend(pop.into_iter().map(Violation::Pop));
+    }
     Ok(verdict)
 }
 
@@ -368,6 +378,16 @@ fn start_clients(sim: &mut turmoil::Sim<'_>, plan: &Plan, history: &History) -> 
             crate::member_crash::start_member(sim, plan, m, &progress, history, false);
         }
         sim.client(MONITOR, monitor(Rc::clone(&progress), history.clone()));
+    }
+    for c in 0..plan.workload.pop_consumers {
+        let consumer = crate::pop::pop_consume(
+            plan.seed,
+            c,
+            plan.workload.clone(),
+            Rc::clone(&progress.producers_finished),
+            history.clone(),
+        );
+        sim.client(format!("pop{c}"), consumer);
     }
     crate::routes::start_watcher(sim, plan, &progress, history);
     progress

@@ -32,6 +32,7 @@
 //!   `/metrics` exports).
 
 use scenarios::Plan;
+use sim::oracle::pop::PopViolation;
 use sim::oracle::replicas::ReplicaViolation;
 use sim::oracle::{OracleConfig, Violation};
 use sim::run::{run_plan, run_verdict};
@@ -129,6 +130,48 @@ fn first_diverging_seed(plan: impl Fn(u64) -> Plan) -> Option<u64> {
             .iter()
             .any(|v| matches!(v, Violation::Replica(ReplicaViolation::Diverged { .. })))
     })
+}
+
+/// Seeds a POP mutant gets to be caught in (some seeds crash nothing).
+const POP_SEEDS_MAX: u64 = 24;
+
+/// The first seed whose POP run, built by `plan`, has a POP violation
+/// that `kind` accepts.
+fn first_pop_violation(
+    plan: impl Fn(u64) -> Plan,
+    kind: impl Fn(&PopViolation) -> bool,
+) -> Option<u64> {
+    (0..POP_SEEDS_MAX).find(|&seed| {
+        run_verdict(&plan(seed), FlushMode::Sync)
+            .expect("simulation runs")
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::Pop(p) if kind(p)))
+    })
+}
+
+#[test]
+fn oracle_catches_pop_acks_answered_before_they_are_durable() {
+    let after_ack = |v: &PopViolation| matches!(v, PopViolation::DeliveredAfterAck { .. });
+    let caught = first_pop_violation(
+        |seed| Plan::pop_consumption(seed).with_pop_acks_not_durable(),
+        after_ack,
+    );
+    assert!(caught.is_some(), "an ack lost in a crash went unnoticed");
+    let unbroken = first_pop_violation(Plan::pop_consumption, |_| true);
+    assert_eq!(unbroken, None, "the unbroken broker was flagged");
+}
+
+#[test]
+fn oracle_catches_pop_leases_that_never_expire() {
+    let caught = first_pop_violation(
+        |seed| Plan::pop_consumption(seed).with_pop_leases_never_expiring(),
+        |v| matches!(v, PopViolation::NeverAcked { .. }),
+    );
+    assert!(
+        caught.is_some(),
+        "unacked messages never returned and nobody noticed"
+    );
 }
 
 #[test]

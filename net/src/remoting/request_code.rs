@@ -145,6 +145,12 @@ request_codes! {
     GET_BROKER_CLUSTER_ACL_CONFIG = 54;
     /// Sluice: what an access key may do on a topic and a group.
     SLUICE_ACL_CHECK = 3_500;
+    /// Sluice: hand out messages under POP leases (see `header::pop`).
+    SLUICE_POP_RECEIVE = 3_510;
+    /// Sluice: acknowledge one POP delivery by its receipt handle.
+    SLUICE_POP_ACK = 3_511;
+    /// Sluice: change the invisible time of one POP delivery.
+    SLUICE_POP_RENEW = 3_512;
 
     // Further requests Java clients send in normal operation (listed in
     // node/tests/fixtures/java_client_request_codes.txt).

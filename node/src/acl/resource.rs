@@ -153,7 +153,11 @@ fn broker_resources(
         }
         rc::SEND_MESSAGE_V2 | rc::SEND_REPLY_MESSAGE_V2 => send_resources(f("b"), f("a"), out),
         rc::CONSUMER_SEND_MSG_BACK => push_group(out, f("group"), Perm::SUB),
-        rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => {
+        rc::PULL_MESSAGE
+        | rc::LITE_PULL_MESSAGE
+        | rc::SLUICE_POP_RECEIVE
+        | rc::SLUICE_POP_ACK
+        | rc::SLUICE_POP_RENEW => {
             push_topic(out, f("topic"), Perm::SUB);
             push_group(out, f("consumerGroup"), Perm::SUB);
         }

@@ -150,6 +150,12 @@ pub struct BrokerConfig {
     /// without its op record is committed again by a late END or a
     /// check-back (apache/rocketmq #5574).
     pub mutant_commit_lookup_misses: bool,
+    /// The simulation's mutant, never set in production: a POP ack is
+    /// answered once appended, before it is durable.
+    pub mutant_pop_ack_not_durable: bool,
+    /// The simulation's mutant, never set in production: POP leases never
+    /// expire, so an unacknowledged message is never received again.
+    pub mutant_pop_never_revives: bool,
 }
 
 impl Default for BrokerConfig {
@@ -205,6 +211,8 @@ impl Default for BrokerConfig {
             idle_timeout_ms: millis(sluice_net::rpc::IDLE_TIMEOUT),
             mutant_dedupe_not_rebuilt: false,
             mutant_commit_lookup_misses: false,
+            mutant_pop_ack_not_durable: false,
+            mutant_pop_never_revives: false,
         }
     }
 }

@@ -13,11 +13,7 @@ use sluice_net::{RemotingCommand, Transport};
 use super::convert::{self, Delivery};
 use super::proto::{self, receive_message_response::Content, Code};
 use super::{auth, ok, status, Caller, Messaging};
-use crate::broker::filter::PullFilter;
-use crate::broker::handlers::pull::subscription_filter;
 use crate::broker::pop::{self, Handle, PopError};
-use crate::broker::Broker;
-use sluice_net::body::SubscriptionGroupConfig;
 
 /// Invisible duration of a receive that names none (a push consumer
 /// with `auto_renew`), as Apache's default.
@@ -44,6 +40,15 @@ fn stale_status(e: &PopError) -> proto::Status {
         ),
         PopError::Store(_) => status(Code::InternalServerError, e.to_string()),
     }
+}
+
+fn refusal_status(why: &pop::Refused) -> proto::Status {
+    let code = match why {
+        pop::Refused::NoGroup(_) => Code::ConsumerGroupNotFound,
+        pop::Refused::Filter(_) => Code::IllegalFilterExpression,
+        _ => Code::Forbidden,
+    };
+    status(code, why.to_string())
 }
 
 /// The remoting pull a receive stands for (what ACL checks).
@@ -132,47 +137,6 @@ fn asked(
     })
 }
 
-/// The group's settings and the request's filter, if the group may
-/// receive here; else the status refusing it.
-fn admit_group<D: Disk, C: Clock>(
-    broker: &Broker<D, C>,
-    ask: &Asked,
-    expression: Option<&proto::FilterExpression>,
-) -> Result<(SubscriptionGroupConfig, PullFilter), proto::Status> {
-    if !broker.is_writer() {
-        return Err(status(
-            Code::Forbidden,
-            "[sluice] this broker is a replica; receive at its master",
-        ));
-    }
-    let group = broker.subscription_group(&ask.group).ok_or_else(|| {
-        status(
-            Code::ConsumerGroupNotFound,
-            format!("group {} does not exist", ask.group),
-        )
-    })?;
-    if !group.consume_enable {
-        return Err(status(Code::Forbidden, "the group may not consume"));
-    }
-    if broker.clients().consume_modes(&ask.group).0 {
-        return Err(status(
-            Code::Forbidden,
-            format!(
-                "[sluice] group {} has 4.x (offset-based) consumers on this broker; a group \
-                 consumes by POP or by offsets, not both: use another group",
-                ask.group
-            ),
-        ));
-    }
-    let (kind, text) = convert::filter_of(expression);
-    let filter =
-        subscription_filter(broker, &ask.group, &ask.topic, &text, Some(kind)).map_err(|r| {
-            let remark = r.into_response().remark.unwrap_or_default();
-            status(Code::IllegalFilterExpression, remark)
-        })?;
-    Ok((group, filter))
-}
-
 /// `ReceiveMessage`: the whole answer stream (status, messages, time).
 pub(super) async fn receive<D: Disk, C: Clock, T: Transport>(
     endpoint: &Messaging<D, C, T>,
@@ -189,9 +153,10 @@ pub(super) async fn receive<D: Disk, C: Clock, T: Transport>(
     if let Err(remark) = auth::permit(broker, caller, &pull_equivalent(&ask.group, &ask.topic)) {
         return refused(status(Code::Forbidden, remark));
     }
-    let (group, filter) = match admit_group(broker, &ask, request.filter_expression.as_ref()) {
+    let (kind, text) = convert::filter_of(request.filter_expression.as_ref());
+    let (group, filter) = match pop::admit(broker, &ask.group, &ask.topic, kind, &text) {
         Ok(admitted) => admitted,
-        Err(s) => return refused(s),
+        Err(why) => return refused(refusal_status(&why)),
     };
     let fifo = group.consume_message_orderly;
     let wanted = pop::Receive {

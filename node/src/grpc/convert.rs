@@ -242,18 +242,14 @@ pub(super) fn to_message(rec: &StoredRecord, delivery: Option<&Delivery>) -> pro
         }),
         _ => None,
     };
-    let encoding = if rec.sys_flag & sys_flag::COMPRESSED != 0 {
-        Encoding::Gzip
-    } else {
-        Encoding::Identity
-    };
+    let (body, encoding) = body_of(rec);
     let sp = proto::SystemProperties {
         tag: props.tags().map(str::to_owned),
         keys: props.keys().map(str::to_owned).collect(),
         message_id,
         body_digest: Some(proto::Digest {
             r#type: DigestType::Crc32 as i32,
-            checksum: format!("{:08X}", crc32fast::hash(&rec.body)),
+            checksum: format!("{:08X}", crc32fast::hash(&body)),
         }),
         body_encoding: encoding as i32,
         message_type: message_type_of(&props) as i32,
@@ -282,7 +278,22 @@ pub(super) fn to_message(rec: &StoredRecord, delivery: Option<&Delivery>) -> pro
         }),
         user_properties,
         system_properties: Some(sp),
-        body: rec.body.clone(),
+        body,
+    }
+}
+
+/// The body a 5.x client gets: a 4.x producer's zlib-compressed body
+/// inflated (5.x clients decode only GZIP), anything else as stored.
+fn body_of(rec: &StoredRecord) -> (bytes::Bytes, Encoding) {
+    if rec.sys_flag & sys_flag::COMPRESSED == 0 {
+        return (rec.body.clone(), Encoding::Identity);
+    }
+    let mut inflated = Vec::new();
+    let mut decoder = flate2::read::ZlibDecoder::new(&rec.body[..]);
+    match std::io::Read::read_to_end(&mut decoder, &mut inflated) {
+        Ok(_) => (bytes::Bytes::from(inflated), Encoding::Identity),
+        // Not zlib: a 5.x producer's GZIP body, handed back as it came.
+        Err(_) => (rec.body.clone(), Encoding::Gzip),
     }
 }
 

@@ -233,7 +233,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn consistent_hash_matches_guava() {
+    fn consistent_hash_stays_in_range_and_moves_inputs_only_to_a_new_bucket() {
         assert_eq!(consistent_hash(0, 1), 0);
         for buckets in 1..50 {
             for input in [-7_i64, 0, 1, 42, 1_000_003, i64::from(i32::MIN)] {

@@ -44,6 +44,22 @@ impl Plan {
         self
     }
 
+    /// The same plan with a broker that answers a POP ack before it is
+    /// durable (a mutant).
+    #[must_use]
+    pub fn with_pop_acks_not_durable(mut self) -> Self {
+        self.tuning.mutant_pop_ack_not_durable = true;
+        self
+    }
+
+    /// The same plan with a broker whose POP leases never expire (a
+    /// mutant: a message left unacked is never received again).
+    #[must_use]
+    pub fn with_pop_leases_never_expiring(mut self) -> Self {
+        self.tuning.mutant_pop_never_revives = true;
+        self
+    }
+
     /// The same plan with a group handler that loses messages it reports
     /// as consumed (a mutant).
     #[must_use]

@@ -12,6 +12,7 @@ mod end_transaction;
 mod group;
 mod lock;
 mod offset;
+mod pop;
 pub(crate) mod pull;
 mod query;
 mod reply;
@@ -143,6 +144,9 @@ fn table<D: Disk, C: Clock>() -> Vec<(i32, Route<Broker<D, C>>)> {
         (rc::END_TRANSACTION, route!(end_transaction::handle)),
         (rc::GET_BROKER_CLUSTER_ACL_CONFIG, route!(acl::config)),
         (rc::SLUICE_ACL_CHECK, route!(acl::check)),
+        (rc::SLUICE_POP_RECEIVE, route!(pop::receive)),
+        (rc::SLUICE_POP_ACK, route!(pop::ack)),
+        (rc::SLUICE_POP_RENEW, route!(pop::renew)),
     ]
 }
 

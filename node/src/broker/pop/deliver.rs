@@ -62,7 +62,16 @@ pub(super) async fn receive_queue<D: Disk, C: Clock>(
     let _held = lock.lock().await;
     let floor = b.store().min_offset(r.topic, queue_id).to_wire();
     let now = b.now_ms();
-    let plan = b.pop().lock_state().plan(&key, floor, now, want, r.fifo);
+    // The mutant's leases never reach their expiry.
+    let expiry_now = if b.config().mutant_pop_never_revives {
+        i64::MIN
+    } else {
+        now
+    };
+    let plan = b
+        .pop()
+        .lock_state()
+        .plan(&key, floor, expiry_now, want, r.fifo);
     let mut handed: Vec<Handed> = Vec::new();
     for (offset, attempt) in plan.expired {
         let Some(raw) = read_one(b, r.topic, queue_id, offset)? else {
@@ -206,7 +215,7 @@ async fn close<D: Disk, C: Clock>(
             k,
         })
         .collect();
-    write(b, records, true).await?;
+    write(b, records, !b.config().mutant_pop_ack_not_durable).await?;
     let mut outcomes = Vec::with_capacity(leases.len());
     let mut committed = None;
     {

@@ -37,6 +37,10 @@ use sluice_core::Clock;
 pub use records::{Handle, Record, POP_TOPIC};
 pub use state::{Lease, Plan, PopState, QueueKey, Stale};
 
+use sluice_net::body::SubscriptionGroupConfig;
+
+use super::filter::PullFilter;
+use super::handlers::pull::subscription_filter;
 use super::{Broker, PERM_READ, PERM_WRITE};
 
 /// Most bytes one receive reads from one queue.
@@ -329,6 +333,68 @@ fn next_expiry<D: Disk, C: Clock>(b: &Broker<D, C>, group: &str, topic: &str) ->
             })
         })
         .min()
+}
+
+/// Why a group may not receive here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// This broker is a replica: POP writes leases, only a master can.
+    Replica,
+    /// No such subscription group (and it is not auto-created).
+    NoGroup(String),
+    /// The group's `consumeEnable` is off.
+    ConsumeDisabled(String),
+    /// The group has 4.x (offset-based) consumers on this broker.
+    OffsetConsumers(String),
+    /// The filter expression is refused (its remark).
+    Filter(String),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Replica => write!(
+                f,
+                "[sluice] this broker is a replica; receive at its master"
+            ),
+            Self::NoGroup(g) => write!(f, "[sluice] subscription group [{g}] does not exist"),
+            Self::ConsumeDisabled(g) => {
+                write!(f, "[sluice] subscription group [{g}] may not consume")
+            }
+            Self::OffsetConsumers(g) => write!(
+                f,
+                "[sluice] group [{g}] has 4.x (offset-based) consumers on this broker; a group \
+                 consumes by POP or by offsets, not both: use another group"
+            ),
+            Self::Filter(remark) => f.write_str(remark),
+        }
+    }
+}
+
+/// The group's settings and the filter of `expression` (of type `kind`),
+/// if `group` may receive from `topic` here.
+pub fn admit<D: Disk, C: Clock>(
+    b: &Broker<D, C>,
+    group: &str,
+    topic: &str,
+    kind: &str,
+    expression: &str,
+) -> Result<(SubscriptionGroupConfig, PullFilter), Refused> {
+    if !b.is_writer() {
+        return Err(Refused::Replica);
+    }
+    let config = b
+        .subscription_group(group)
+        .ok_or_else(|| Refused::NoGroup(group.to_owned()))?;
+    if !config.consume_enable {
+        return Err(Refused::ConsumeDisabled(group.to_owned()));
+    }
+    if b.clients().consume_modes(group).0 {
+        return Err(Refused::OffsetConsumers(group.to_owned()));
+    }
+    let filter = subscription_filter(b, group, topic, expression, Some(kind))
+        .map_err(|r| Refused::Filter(r.into_response().remark.unwrap_or_default()))?;
+    Ok((config, filter))
 }
 
 mod deliver;
