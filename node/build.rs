@@ -152,8 +152,8 @@ fn main() {
         let mut method = Method::builder()
             .name(name)
             .route_name(route)
-            .input_type(format!("crate::grpc::proto::{input}"))
-            .output_type(format!("crate::grpc::proto::{output}"))
+            .input_type(format!("sluice_net::v2::{input}"))
+            .output_type(format!("sluice_net::v2::{output}"))
             .codec_path("tonic_prost::ProstCodec");
         if client_streams {
             method = method.client_streaming();

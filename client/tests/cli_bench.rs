@@ -122,6 +122,41 @@ fn bench_e2e_batch_open_loop_receives_what_it_sent() {
 }
 
 #[test]
+fn bench_over_grpc_stores_what_it_sent_and_receives_it_all_with_acks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    let grpc = ["--protocol", "grpc", "--grpc-endpoint", node.grpc.as_str()];
+    let mut produce = vec!["produce", "--topic", "BenchGrpc", "--queues", "2"];
+    produce.extend_from_slice(&["--producers", "2", "--batch", "2", "--duration", "1"]);
+    produce.extend_from_slice(&grpc);
+    let v = summary(&node, &produce);
+    let sent = u64_at(&v, "/sent/msgs");
+    assert!(sent > 0 && sent % 2 == 0, "{v}");
+    assert_eq!(u64_at(&v, "/sent/errors"), 0, "{v}");
+    assert_ordered(&v, "/send_latency_us");
+    assert_eq!(u64_at(&v, "/stored_msgs"), sent, "{v}");
+    let consume = |duration: &'static str| {
+        let mut args = vec!["consume", "--topic", "BenchGrpc", "--group", "bench-grpc"];
+        args.extend_from_slice(&[
+            "--consumers",
+            "2",
+            "--idle-exit",
+            "1",
+            "--duration",
+            duration,
+        ]);
+        args.extend_from_slice(&grpc);
+        summary(&node, &args)
+    };
+    let v = consume("20");
+    assert_eq!(v["setup"]["consumer_kind"], "grpc receive+ack", "{v}");
+    assert_eq!(u64_at(&v, "/received/msgs"), sent, "{v}");
+    // Everything was acked: a second drain by the same group finds nothing.
+    let again = consume("2");
+    assert_eq!(u64_at(&again, "/received/msgs"), 0, "{again}");
+}
+
+#[test]
 fn bench_refuses_bad_flags_with_an_error_not_a_panic() {
     for bad in [
         &["bench", "produce", "--topic", "T", "--duration", "-1"][..],
@@ -134,6 +169,16 @@ fn bench_refuses_bad_flags_with_an_error_not_a_panic() {
         ],
         &["bench", "e2e", "--topic", "T", "--size", "8"],
         &["bench", "produce", "--topic", "bad topic!"],
+        &[
+            "bench",
+            "produce",
+            "--topic",
+            "T",
+            "--mode",
+            "oneway",
+            "--protocol",
+            "grpc",
+        ],
     ] {
         let out = sluice(bad);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -21,6 +21,7 @@ pub mod header;
 pub mod remoting;
 pub mod rpc;
 pub mod transport;
+pub mod v2;
 
 pub use auth::Credentials;
 pub use error::{Error, FrameError, Result};

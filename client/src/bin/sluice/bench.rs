@@ -16,6 +16,7 @@ mod cluster;
 mod consume;
 mod e2e;
 mod export;
+mod grpc;
 mod load;
 mod pacer;
 mod plot;

@@ -70,6 +70,16 @@ impl ConsumerKind {
     }
 }
 
+/// Which protocol the bench's clients speak.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// RocketMQ 4.x remoting, routed through the name server.
+    Remoting,
+    /// RocketMQ 5 gRPC to one broker's endpoint (`--grpc-endpoint`):
+    /// `SendMessage`, and `ReceiveMessage` + `AckMessage` consumers.
+    Grpc,
+}
+
 /// Where a fresh consumer group starts.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartFrom {
@@ -102,6 +112,14 @@ pub struct CommonArgs {
     /// or FILE.svg (the latency and throughput charts).
     #[arg(long, value_name = "FILE")]
     pub report: Option<std::path::PathBuf>,
+    /// `remoting` (4.x clients) or `grpc` (a 5.x client of
+    /// `--grpc-endpoint`; topic creation and stored counts still go through
+    /// the name server).
+    #[arg(long, value_enum, default_value_t = Protocol::Remoting)]
+    pub protocol: Protocol,
+    /// The broker's RocketMQ 5 gRPC endpoint, for `--protocol grpc`.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub grpc_endpoint: String,
 }
 
 /// Producer flags (`produce` and `e2e`).
@@ -208,6 +226,19 @@ pub struct Timing {
 }
 
 impl CommonArgs {
+    /// The gRPC endpoint when the run speaks gRPC; oneway sends have no
+    /// gRPC form.
+    pub fn grpc(&self, mode: Option<SendMode>) -> anyhow::Result<Option<&str>> {
+        if self.protocol == Protocol::Remoting {
+            return Ok(None);
+        }
+        ensure!(
+            mode != Some(SendMode::Oneway),
+            "--mode oneway has no gRPC form (--protocol grpc)"
+        );
+        Ok(Some(self.grpc_endpoint.as_str()))
+    }
+
     /// Validates the shared flags.
     pub fn timing(&self) -> anyhow::Result<Timing> {
         sluice_core::message::validate_topic(&self.topic)
@@ -224,6 +255,16 @@ impl CommonArgs {
             "--warmup plus --duration exceed {RUN_SECS_MAX} seconds"
         );
         Ok(Timing { warmup, duration })
+    }
+}
+
+impl ConsumerArgs {
+    /// What the consumers are, as reports name them.
+    pub fn kind_label(&self, protocol: Protocol) -> &'static str {
+        match protocol {
+            Protocol::Grpc => "grpc receive+ack",
+            Protocol::Remoting => self.kind.as_str(),
+        }
     }
 }
 

@@ -52,6 +52,7 @@ pub async fn run(
         group: &group,
         from: args.from,
         args: &args.consumer,
+        grpc: args.common.grpc(None)?,
     };
     let mut receivers = Receivers::start(&plan, &stats).await?;
     let live = progress::start(
@@ -91,7 +92,7 @@ fn setup(args: &ConsumeArgs, queues: usize, group: String, timing: Timing) -> Se
         topic: args.common.topic.clone(),
         queues,
         consumers: Some(args.consumer.consumers),
-        consumer_kind: Some(args.consumer.kind.as_str()),
+        consumer_kind: Some(args.consumer.kind_label(args.common.protocol)),
         group: Some(group),
         duration_s: timing.duration.as_secs_f64(),
         warmup_s: timing.warmup.as_secs_f64(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, ensure};
-use sluice_core::SystemClock;
+use sluice_core::{Clock as _, SystemClock};
 
 use super::args::{E2eArgs, Load, StartFrom, Timing};
 use super::cluster;
@@ -33,13 +33,7 @@ pub async fn run(
     endpoint: &Endpoint,
     json: bool,
 ) -> anyhow::Result<(Summary, Pictures)> {
-    let timing = args.common.timing()?;
-    let load = args.load.validate()?;
-    args.consumer.validate()?;
-    ensure!(
-        load.size_bytes >= STAMP_BYTES,
-        "e2e needs --size of at least {STAMP_BYTES} bytes to carry the send timestamps"
-    );
+    let (timing, load) = validate(&args)?;
     let stamper = Stamper::new();
     let clock = SystemClock::new();
     let topic = &args.common.topic;
@@ -48,7 +42,7 @@ pub async fn run(
         format!(
             "sluice-bench-e2e-{}-{}",
             std::process::id(),
-            sluice_core::Clock::wall_ms(&clock)
+            clock.wall_ms()
         )
     });
     let recv = Arc::new(ReceiveStats::new(Measure::ByStamp, &stamper)?);
@@ -60,9 +54,10 @@ pub async fn run(
         group: &group,
         from: StartFrom::Last,
         args: &args.consumer,
+        grpc: args.common.grpc(Some(load.mode))?,
     };
     let mut receivers = Receivers::start(&plan, &recv).await?;
-    let senders = match Senders::connect(endpoint, &clock, topic, &load).await {
+    let senders = match Senders::connect(endpoint, &clock, topic, &load, plan.grpc).await {
         Ok(s) => s,
         Err(e) => {
             receivers.shutdown().await;
@@ -113,6 +108,18 @@ pub async fn run(
     Ok((summary, pictures))
 }
 
+/// The run's timing and load, once every flag is checked.
+fn validate(args: &E2eArgs) -> anyhow::Result<(Timing, Load)> {
+    let timing = args.common.timing()?;
+    let load = args.load.validate()?;
+    args.consumer.validate()?;
+    ensure!(
+        load.size_bytes >= STAMP_BYTES,
+        "e2e needs --size of at least {STAMP_BYTES} bytes to carry the send timestamps"
+    );
+    Ok((timing, load))
+}
+
 fn setup(args: &E2eArgs, load: &Load, queues: usize, group: String, timing: Timing) -> Setup {
     Setup {
         bench: "e2e",
@@ -125,7 +132,7 @@ fn setup(args: &E2eArgs, load: &Load, queues: usize, group: String, timing: Timi
         producers: Some(load.producers),
         rate_msgs_per_s: load.rate_msgs_per_s,
         consumers: Some(args.consumer.consumers),
-        consumer_kind: Some(args.consumer.kind.as_str()),
+        consumer_kind: Some(args.consumer.kind_label(args.common.protocol)),
         group: Some(group),
         duration_s: timing.duration.as_secs_f64(),
         warmup_s: timing.warmup.as_secs_f64(),

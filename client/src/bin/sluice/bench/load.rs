@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 
 use super::args::{Load, SendMode};
 use super::cluster::{self, Client};
+use super::grpc::GrpcClient;
 use super::pacer::Schedule;
 use super::stamp::{self, Stamper};
 use super::stats::{Meter, Recorder};
@@ -44,6 +45,8 @@ pub struct SendStats {
 /// Connected producers, ready to run.
 pub struct Senders {
     producers: Vec<BenchProducer>,
+    /// With `--protocol grpc`: one 5.x client per producer, which sends.
+    grpc: Vec<GrpcClient>,
     load: Load,
     topic: String,
     template: Bytes,
@@ -57,9 +60,15 @@ impl Senders {
         clock: &SystemClock,
         topic: &str,
         load: &Load,
+        grpc: Option<&str>,
     ) -> anyhow::Result<Self> {
         let mut producers = Vec::with_capacity(load.producers);
+        let mut grpc_clients = Vec::new();
         for i in 0..load.producers {
+            if let Some(at) = grpc {
+                let id = format!("sluice-bench-p{i}@{}", std::process::id());
+                grpc_clients.push(GrpcClient::connect(at, &id).await?);
+            }
             let client = cluster::client(endpoint, &format!("bench-p{i}"), clock);
             let producer = Producer::new(client, ProducerConfig::new("sluice-bench"));
             producer
@@ -72,6 +81,7 @@ impl Senders {
         }
         Ok(Self {
             producers,
+            grpc: grpc_clients,
             load: load.clone(),
             topic: topic.to_owned(),
             template: stamp::template(load.size_bytes),
@@ -98,10 +108,11 @@ impl Senders {
             s.spawn(stamper.clone())?;
         }
         let mut tasks = JoinSet::new();
-        for producer in &self.producers {
+        for (i, producer) in self.producers.iter().enumerate() {
             for _ in 0..self.load.window {
                 let sender = Sender {
                     producer: producer.clone(),
+                    grpc: self.grpc.get(i).cloned(),
                     mode: self.load.mode,
                     batch: self.load.batch,
                     topic: self.topic.clone(),
@@ -156,6 +167,7 @@ const ERROR_BACKOFF: Duration = Duration::from_millis(10);
 /// One sender task.
 struct Sender {
     producer: BenchProducer,
+    grpc: Option<GrpcClient>,
     mode: SendMode,
     batch: usize,
     topic: String,
@@ -196,6 +208,11 @@ impl Sender {
             self.stamper.wall_ns(due),
             self.stamper.wall_ns(at),
         );
+        if let Some(grpc) = &self.grpc {
+            let bodies = vec![body; self.batch];
+            let outcome = grpc.send(&self.topic, &bodies).await;
+            return self.count(due, outcome);
+        }
         let msg = Message::new(self.topic.clone(), body);
         let outcome = match self.mode {
             SendMode::Sync => self.producer.send(&msg).await.and_then(acked),
@@ -212,6 +229,11 @@ impl Sender {
             }
             SendMode::Oneway => self.producer.send_oneway(&msg).await,
         };
+        self.count(due, outcome)
+    }
+
+    /// Records one send scheduled at `due` that ended now with `outcome`.
+    fn count<E: std::fmt::Display>(&self, due: Duration, outcome: Result<(), E>) -> bool {
         let done = self.stamper.now();
         match outcome {
             Ok(()) => {

@@ -29,11 +29,12 @@ pub async fn run(
 ) -> anyhow::Result<(Summary, Pictures)> {
     let timing = args.common.timing()?;
     let load = args.load.validate()?;
+    let grpc = args.common.grpc(Some(load.mode))?;
     let stamper = Stamper::new();
     let clock = SystemClock::new();
     let topic = &args.common.topic;
     let queues = cluster::ensure_topic(endpoint, &clock, topic, args.common.queues).await?;
-    let senders = Senders::connect(endpoint, &clock, topic, &load).await?;
+    let senders = Senders::connect(endpoint, &clock, topic, &load, grpc).await?;
     let result = measure(&args, &load, &senders, &queues, &stamper, timing, json).await;
     senders.shutdown().await;
     result

@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::args::{ConsumerArgs, ConsumerKind, StartFrom};
 use super::cluster::{self, Client};
+use super::grpc::GrpcClient;
 use super::stamp::{self, Stamper};
 use super::stats::{Meter, Recorder};
 use crate::endpoint::Endpoint;
@@ -27,6 +28,8 @@ use crate::endpoint::Endpoint;
 const PULL_HOLD_MAX: Duration = Duration::from_secs(1);
 /// Pause after a failed pull.
 const PULL_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// How long a gRPC consumer's messages stay invisible (acked well before).
+const GRPC_INVISIBLE: Duration = Duration::from_secs(30);
 /// How long to wait for rebalance to hand out every queue.
 const ASSIGN_WAIT: Duration = Duration::from_secs(15);
 
@@ -87,14 +90,19 @@ impl ReceiveStats {
 
     /// Counts `msgs`, received at `now`.
     fn on_messages(&self, msgs: &[MessageExt], now: Duration) {
+        self.on_bodies(msgs.iter().map(|m| &m.body), now);
+    }
+
+    /// Counts messages with these bodies, received at `now`.
+    fn on_bodies<'m>(&self, bodies: impl Iterator<Item = &'m bytes::Bytes>, now: Duration) {
         let from = self.measure_from_ns.load(Ordering::Relaxed);
         let mut measured_any = false;
-        for m in msgs {
-            let bytes = u64::try_from(m.body.len()).unwrap_or(u64::MAX);
+        for body in bodies {
+            let bytes = u64::try_from(body.len()).unwrap_or(u64::MAX);
             let measured = match self.measure {
                 Measure::ByArrival => ns(now) >= from,
                 Measure::ByStamp => {
-                    let Some((scheduled, issued)) = stamp::read(&m.body) else {
+                    let Some((scheduled, issued)) = stamp::read(body) else {
                         continue;
                     };
                     let scheduled = self.stamper.mono(scheduled);
@@ -142,6 +150,8 @@ pub struct Plan<'a> {
     pub group: &'a str,
     pub from: StartFrom,
     pub args: &'a ConsumerArgs,
+    /// With `--protocol grpc`: the endpoint the consumers receive from.
+    pub grpc: Option<&'a str>,
 }
 
 impl Receivers {
@@ -155,9 +165,10 @@ impl Receivers {
             pull_tasks: Vec::new(),
             stop,
         };
-        let started = match plan.args.kind {
-            ConsumerKind::Push => me.start_push(plan, stats).await,
-            ConsumerKind::Pull => me.start_pull(plan, stats).await,
+        let started = match (plan.grpc, plan.args.kind) {
+            (Some(at), _) => me.start_grpc(plan, at, stats).await,
+            (None, ConsumerKind::Push) => me.start_push(plan, stats).await,
+            (None, ConsumerKind::Pull) => me.start_pull(plan, stats).await,
         };
         if let Err(e) = started {
             me.shutdown().await;
@@ -248,6 +259,48 @@ impl Receivers {
             };
             self.pull_tasks
                 .push(tokio::spawn(async move { queue.run(offset).await }));
+        }
+        Ok(())
+    }
+
+    /// `--consumers` 5.x-style consumers: each loops `ReceiveMessage`
+    /// (`--pull-batch` messages, 30 s invisible, 1 s hold) and acks what
+    /// it got in one `AckMessage`.
+    async fn start_grpc(
+        &mut self,
+        plan: &Plan<'_>,
+        at: &str,
+        stats: &Arc<ReceiveStats>,
+    ) -> anyhow::Result<()> {
+        for i in 0..plan.args.consumers {
+            let id = format!("sluice-bench-c{i}@{}", std::process::id());
+            let client = GrpcClient::connect(at, &id).await?;
+            let (group, topic) = (plan.group.to_owned(), plan.topic.to_owned());
+            let (batch, stats, mut stop) = (
+                plan.args.pull_batch,
+                Arc::clone(stats),
+                self.stop.subscribe(),
+            );
+            self.pull_tasks.push(tokio::spawn(async move {
+                loop {
+                    let got = tokio::select! {
+                        r = client.receive(&group, &topic, batch, GRPC_INVISIBLE, PULL_HOLD_MAX) => r,
+                        _ = stop.wait_for(|s| *s) => break,
+                    };
+                    let acked = match got {
+                        Ok(got) if got.is_empty() => continue,
+                        Ok(got) => {
+                            stats.on_bodies(got.iter().map(|r| &r.body), stats.stamper.now());
+                            client.ack(&group, &topic, &got).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = acked {
+                        stats.meter.fail(&e);
+                        tokio::time::sleep(PULL_RETRY_DELAY).await;
+                    }
+                }
+            }));
         }
         Ok(())
     }
