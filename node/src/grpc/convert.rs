@@ -62,6 +62,7 @@ const SYSTEM_KEYS: &[&str] = &[
     keys::INNER_NUM,
     keys::INNER_BASE,
     "__BORNHOST",
+    crate::broker::transaction::records::ORIGIN_QUEUE_OFFSET,
     "BORN_TIMESTAMP",
     "TRACE_CONTEXT",
 ];

@@ -343,7 +343,10 @@ fn reput_input<D: Disk, C: Clock>(
         RealDestinationError::NoQueue { topic } => ("no REAL_QID".to_owned(), Some(topic)),
         RealDestinationError::NoTopic => ("no REAL_TOPIC".to_owned(), None),
     })?;
-    for key in TIMER_KEYS {
+    for key in TIMER_KEYS
+        .into_iter()
+        .filter(|k| *k != keys::TIMER_DELIVER_MS)
+    {
         props.remove(key);
     }
     Ok(MessageInput::from_stored(

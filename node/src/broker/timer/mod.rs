@@ -350,7 +350,11 @@ fn requested_due_ms(props: &Properties, now_ms: u64) -> Option<Result<u64, Strin
     parse(keys::TIMER_DELAY_SEC).map(|s| s.map(|s| now_ms.saturating_add(s.saturating_mul(1_000))))
 }
 
-/// Properties a delivered or directly stored timer message loses.
+/// Properties a delivered or directly stored timer message loses; it
+/// keeps (or gains) `TIMER_DELIVER_MS`, its due time, as Apache's timer
+/// leaves it on delivered messages (5.x clients read it as the message's
+/// delivery timestamp). A stored message already due is never parked
+/// again, so the kept key delays nothing.
 const TIMER_KEYS: [&str; 5] = [
     keys::TIMER_DELIVER_MS,
     keys::TIMER_DELAY_MS,
@@ -396,6 +400,9 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             props.remove(key);
         }
         let bad = |e: sluice_core::message::EncodeError| DivertError(e.to_string());
+        props
+            .insert(keys::TIMER_DELIVER_MS, &due_ms.to_string())
+            .map_err(bad)?;
         if due_ms > now_ms {
             props
                 .insert(keys::TIMER_OUT_MS, &due_ms.to_string())
