@@ -17,6 +17,7 @@
 mod auth;
 mod consume;
 mod convert;
+mod listen;
 mod produce;
 mod route;
 mod session;
@@ -94,12 +95,10 @@ pub(crate) fn ok() -> proto::Status {
 pub async fn serve<D: Disk, C: Clock, T: Transport>(
     broker: Arc<Broker<D, C>>,
     transport: T,
-    listener: tokio::net::TcpListener,
+    listener: sluice_net::transport::TlsListener,
+    local: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> crate::error::Result<()> {
-    let local = listener
-        .local_addr()
-        .map_err(|e| crate::error::Error::Config(format!("gRPC listener: {e}")))?;
     let service = Messaging {
         sessions: Arc::new(Sessions::new(Arc::clone(&broker))),
         broker,
@@ -107,34 +106,24 @@ pub async fn serve<D: Disk, C: Clock, T: Transport>(
         local,
     };
     tracing::info!(%local, "RocketMQ 5 gRPC endpoint serving");
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tonic::transport::Server::builder()
         .add_service(MessagingServiceServer::new(service))
-        .serve_with_incoming_shutdown(incoming, shutdown)
+        .serve_with_incoming_shutdown(listen::incoming(listener, local), shutdown)
         .await
         .map_err(|e| crate::error::Error::Config(format!("gRPC endpoint: {e}")))
 }
 
-/// Binds the endpoint on `listen` and serves it in the background until
-/// `shutdown`; the bound address, or `None` where it must stay closed:
-/// it serves plain TCP, so with the remoting ports' TLS enforcing it
-/// does not open (a warning says so).
+/// Binds the endpoint on `listen` over `transport` (its `[tls]` mode, as
+/// the remoting ports) and serves it in the background until `shutdown`;
+/// the bound address, or `None` when the default port was taken.
 pub async fn start<D: Disk, C: Clock>(
     broker: &Arc<Broker<D, C>>,
     listen: &str,
     transport: &sluice_net::TlsTransport,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> crate::error::Result<Option<SocketAddr>> {
-    if transport.mode() == sluice_net::TlsMode::Enforcing {
-        tracing::warn!(
-            listen,
-            "the RocketMQ 5 gRPC endpoint serves plain TCP only and [tls] mode is enforcing: \
-             not serving it"
-        );
-        return Ok(None);
-    }
-    let listener = match tokio::net::TcpListener::bind(listen).await {
-        Ok(l) => l,
+    let (listener, addr) = match listen::bind(transport, listen).await {
+        Ok(bound) => bound,
         Err(e) if broker.config().grpc_listen_defaulted => {
             tracing::warn!(
                 listen,
@@ -150,12 +139,9 @@ pub async fn start<D: Disk, C: Clock>(
             )));
         }
     };
-    let addr = listener
-        .local_addr()
-        .map_err(|e| crate::error::Error::Config(format!("gRPC endpoint {listen}: {e}")))?;
     let (broker, transport) = (Arc::clone(broker), transport.clone());
     tokio::spawn(async move {
-        if let Err(e) = serve(broker, transport, listener, shutdown).await {
+        if let Err(e) = serve(broker, transport, listener, addr, shutdown).await {
             tracing::error!(error = %e, "gRPC endpoint stopped");
         }
     });

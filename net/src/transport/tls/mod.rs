@@ -217,6 +217,20 @@ impl TlsTransport {
         self
     }
 
+    /// The same transport, its listeners offering `protocols` in the TLS
+    /// handshake (ALPN): gRPC clients insist on `h2`. Plain listeners and
+    /// dials are unchanged.
+    #[must_use]
+    pub fn with_alpn(&self, protocols: &[&[u8]]) -> Self {
+        let mut out = self.clone();
+        if let Some((mode, acceptor)) = &self.server {
+            let mut config = rustls::ServerConfig::clone(acceptor.config());
+            config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+            out.server = Some((*mode, TlsAcceptor::from(Arc::new(config))));
+        }
+        out
+    }
+
     /// What this transport's listeners accept.
     pub fn mode(&self) -> TlsMode {
         self.server

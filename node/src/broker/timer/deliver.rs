@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::log::{Unit, NO_PREV};
 use super::wheel::SlotHead;
-use super::{parked_record, ProgressFile, TIMER_KEYS, TIMER_PROGRESS_FILE, TIMER_TOPIC};
+use super::{parked_record, ProgressFile, REPUT_DROPPED_KEYS, TIMER_PROGRESS_FILE, TIMER_TOPIC};
 use crate::broker::Broker;
 
 /// Messages of a slot re-put in one store batch.
@@ -343,10 +343,7 @@ fn reput_input<D: Disk, C: Clock>(
         RealDestinationError::NoQueue { topic } => ("no REAL_QID".to_owned(), Some(topic)),
         RealDestinationError::NoTopic => ("no REAL_TOPIC".to_owned(), None),
     })?;
-    for key in TIMER_KEYS
-        .into_iter()
-        .filter(|k| *k != keys::TIMER_DELIVER_MS)
-    {
+    for key in REPUT_DROPPED_KEYS {
         props.remove(key);
     }
     Ok(MessageInput::from_stored(

@@ -363,6 +363,15 @@ const TIMER_KEYS: [&str; 5] = [
     keys::DELAY,
 ];
 
+/// Properties a delivered timer message loses: [`TIMER_KEYS`] but its
+/// due time.
+const REPUT_DROPPED_KEYS: [&str; 4] = [
+    keys::TIMER_DELAY_MS,
+    keys::TIMER_DELAY_SEC,
+    keys::TIMER_OUT_MS,
+    keys::DELAY,
+];
+
 impl<D: Disk, C: Clock> Broker<D, C> {
     /// The timer index.
     pub fn timers(&self) -> &Timers<D> {
