@@ -87,16 +87,17 @@ async fn receive(client: &SimClient, addr: &str) -> Vec<(i32, u64, String, u32, 
         queue_id: None,
     };
     let cmd = RemotingCommand::request_with_header(rc::SLUICE_POP_RECEIVE, &header);
-    let Ok(answer) = client.invoke(addr, cmd).await else {
-        tokio::time::sleep(BACKOFF).await;
-        return Vec::new();
-    };
-    if answer.code != response_code::SUCCESS {
-        if answer.code != response_code::PULL_NOT_FOUND {
+    let answer = match client.invoke(addr, cmd).await {
+        Ok(a) if a.code == response_code::SUCCESS => a,
+        Ok(a) if a.code == response_code::PULL_NOT_FOUND => return Vec::new(),
+        // Down, or no longer the master (a failover): look the master up
+        // again before the next try.
+        _ => {
             tokio::time::sleep(BACKOFF).await;
+            let _ = client.refresh_route(TOPIC).await;
+            return Vec::new();
         }
-        return Vec::new();
-    }
+    };
     let (Ok(h), Ok(messages)) = (
         answer.header::<SluicePopReceiveResponseHeader>(),
         decode_messages(&answer.body, BROKER_NAME),

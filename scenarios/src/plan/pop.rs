@@ -27,4 +27,15 @@ impl Plan {
         }
         Self::new(seed, workload, faults, None)
     }
+
+    /// Scenario `pop_consumption_across_failover`: [`Plan::failover`] (a
+    /// SYNC-replicated group whose master crashes while producers send; a
+    /// replica is elected) with 1–2 POP consumers acking meanwhile. Leases
+    /// and acks are CommitLog records, so the new master rebuilds them
+    /// from what it replicated: no acked message comes back, none is lost.
+    pub fn pop_failover(seed: u64) -> Self {
+        let mut plan = Self::failover(seed);
+        plan.workload.pop_consumers = substream(seed, Salt::Group).random_range(1..=2);
+        plan
+    }
 }

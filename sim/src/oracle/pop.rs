@@ -8,6 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::{Entry, Event, MessageId};
 
+/// How long after a fault a delivery granted before it may be recorded
+/// (the clients' request timeout).
+const IN_FLIGHT_MS: u64 = 2_000;
+
 /// A POP anomaly.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PopViolation {
@@ -48,9 +52,9 @@ pub fn check_pop(entries: &[Entry], acks_survive: bool) -> Vec<PopViolation> {
     let mut violations = Vec::new();
     let mut acked: BTreeMap<(i32, u64), u64> = BTreeMap::new();
     let mut attempts: BTreeMap<(i32, u64), (Vec<u32>, MessageId)> = BTreeMap::new();
-    // Faults so far; a lease lost in a crash may repeat an attempt.
-    let mut faults = 0_u32;
-    let mut last: BTreeMap<(i32, u64), (u32, u32)> = BTreeMap::new();
+    // Fault times: a lease lost in a crash may repeat an attempt.
+    let mut fault_ms: Vec<u64> = Vec::new();
+    let mut last: BTreeMap<(i32, u64), (u32, u64)> = BTreeMap::new();
     for e in entries {
         match &e.event {
             Event::PopAcked { queue, offset, .. } => {
@@ -59,7 +63,9 @@ pub fn check_pop(entries: &[Entry], acks_survive: bool) -> Vec<PopViolation> {
             Event::PopDelivered { records, .. } => {
                 for (queue, offset, id, attempt) in records {
                     let at = (*queue, *offset);
-                    if let Some(acked_ms) = acked.get(&at).filter(|_| acks_survive || faults == 0) {
+                    let faults_seen = !fault_ms.is_empty();
+                    if let Some(acked_ms) = acked.get(&at).filter(|_| acks_survive || !faults_seen)
+                    {
                         violations.push(PopViolation::DeliveredAfterAck {
                             id: id.clone(),
                             at,
@@ -71,9 +77,13 @@ pub fn check_pop(entries: &[Entry], acks_survive: bool) -> Vec<PopViolation> {
                         .entry(at)
                         .or_insert_with(|| (Vec::new(), id.clone()));
                     history.push(*attempt);
+                    // A fault since the previous delivery was granted (its
+                    // answer may land up to a request timeout after it).
+                    let fault_between =
+                        |since: u64| fault_ms.iter().any(|f| *f + IN_FLIGHT_MS >= since);
                     let repeated = last
-                        .insert(at, (*attempt, faults))
-                        .is_some_and(|(before, f)| *attempt <= before && f == faults);
+                        .insert(at, (*attempt, e.at_ms))
+                        .is_some_and(|(before, since)| *attempt <= before && !fault_between(since));
                     if *attempt < 1 || repeated {
                         violations.push(PopViolation::AttemptNotCounted {
                             id: id.clone(),
@@ -82,7 +92,7 @@ pub fn check_pop(entries: &[Entry], acks_survive: bool) -> Vec<PopViolation> {
                     }
                 }
             }
-            Event::Fault { .. } => faults += 1,
+            Event::Fault { .. } => fault_ms.push(e.at_ms),
             _ => {}
         }
     }
@@ -176,6 +186,33 @@ mod tests {
                 ..
             }]
         ));
+    }
+
+    #[test]
+    fn an_attempt_may_repeat_only_around_a_fault() {
+        let crash = Event::Fault {
+            fault: crate::history::Injected::Planned(scenarios::Fault::RestartBroker),
+        };
+        let quiet = [
+            at(1, sent("a")),
+            at(2, delivered("a", 1)),
+            at(3_000, delivered("a", 1)),
+        ];
+        assert!(matches!(
+            check_pop(&quiet, true).as_slice(),
+            [
+                PopViolation::AttemptNotCounted { .. },
+                PopViolation::NeverAcked { .. }
+            ]
+        ));
+        let crashed = [
+            at(1, sent("a")),
+            at(2, crash),
+            at(3, delivered("a", 1)),
+            at(3_000, delivered("a", 1)),
+            at(3_001, acked("a")),
+        ];
+        assert_eq!(check_pop(&crashed, true), vec![]);
     }
 
     #[test]

@@ -217,7 +217,8 @@ fn apply(state: &mut PopState, record: &Record, token: i64) {
     }
 }
 
-/// Appends `record` to the POP log; `durable` waits as a send does.
+/// Appends `records` to the POP log; `durable` waits as a send does
+/// (flushed per the flush mode, replicated per the replication mode).
 async fn write<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     records: Vec<Record>,
@@ -251,6 +252,14 @@ async fn write<D: Disk, C: Clock>(
         })
         .collect();
     let appended = b.store().put_batch(msgs, durable).await?;
+    // Durable as a send: with SYNC replication, held by the in-sync
+    // replicas too (a new master rebuilds the state from its own log).
+    if let (true, Some(ha), Some(last)) = (durable, b.replication(), appended.last()) {
+        let written = b.store().commit_log().written();
+        ha.await_replicated(last.end(), written)
+            .await
+            .map_err(|e| PopError::Store(format!("not replicated: {e:?}")))?;
+    }
     Ok(appended.iter().map(|a| a.phys_offset.to_wire()).collect())
 }
 
