@@ -207,11 +207,7 @@ impl Acl {
             return Ok(());
         }
         let policy = self.policy();
-        if policy
-            .global_allow_addresses
-            .iter()
-            .any(|r| r.contains(peer))
-        {
+        if allowed_everywhere(&policy, peer) {
             return Ok(());
         }
         let deny = |key: Option<&str>, remark: String| Denial {
@@ -262,11 +258,7 @@ impl Acl {
             remark,
         };
         let policy = self.policy();
-        if policy
-            .global_allow_addresses
-            .iter()
-            .any(|r| r.contains(peer))
-        {
+        if allowed_everywhere(&policy, peer) {
             return Ok(());
         }
         let account = policy
@@ -308,6 +300,15 @@ impl Acl {
         );
         true
     }
+}
+
+/// Whether `peer` is trusted without a signature (Apache's
+/// `globalWhiteRemoteAddresses`).
+fn allowed_everywhere(policy: &Policy, peer: IpAddr) -> bool {
+    policy
+        .global_allow_addresses
+        .iter()
+        .any(|r| r.contains(peer))
 }
 
 /// Whether `account` may send `request` from `peer` to `server`: its

@@ -51,6 +51,12 @@ fn refusal_status(why: &pop::Refused) -> proto::Status {
     status(code, why.to_string())
 }
 
+/// The names of a request's group and topic ("" where absent).
+fn names(group: Option<&proto::Resource>, topic: Option<&proto::Resource>) -> (String, String) {
+    let name = |r: Option<&proto::Resource>| r.map(|r| r.name.clone()).unwrap_or_default();
+    (name(group), name(topic))
+}
+
 /// The remoting pull a receive stands for (what ACL checks).
 fn pull_equivalent(group: &str, topic: &str) -> RemotingCommand {
     let mut cmd = RemotingCommand::request(rc::PULL_MESSAGE);
@@ -196,16 +202,7 @@ pub(super) async fn ack<D: Disk, C: Clock, T: Transport>(
     caller: &Caller,
     request: &proto::AckMessageRequest,
 ) -> proto::AckMessageResponse {
-    let group = request
-        .group
-        .as_ref()
-        .map(|g| g.name.clone())
-        .unwrap_or_default();
-    let topic = request
-        .topic
-        .as_ref()
-        .map(|t| t.name.clone())
-        .unwrap_or_default();
+    let (group, topic) = names(request.group.as_ref(), request.topic.as_ref());
     if let Err(remark) = auth::permit(&m.broker, caller, &pull_equivalent(&group, &topic)) {
         return proto::AckMessageResponse {
             status: Some(status(Code::Forbidden, remark)),
@@ -263,16 +260,7 @@ pub(super) async fn change_invisible_duration<D: Disk, C: Clock, T: Transport>(
     caller: &Caller,
     request: &proto::ChangeInvisibleDurationRequest,
 ) -> proto::ChangeInvisibleDurationResponse {
-    let group = request
-        .group
-        .as_ref()
-        .map(|g| g.name.clone())
-        .unwrap_or_default();
-    let topic = request
-        .topic
-        .as_ref()
-        .map(|t| t.name.clone())
-        .unwrap_or_default();
+    let (group, topic) = names(request.group.as_ref(), request.topic.as_ref());
     let failed = |s: proto::Status| proto::ChangeInvisibleDurationResponse {
         status: Some(s),
         receipt_handle: request.receipt_handle.clone(),
@@ -305,16 +293,7 @@ pub(super) async fn forward_to_dead_letter<D: Disk, C: Clock, T: Transport>(
     caller: &Caller,
     request: &proto::ForwardMessageToDeadLetterQueueRequest,
 ) -> proto::ForwardMessageToDeadLetterQueueResponse {
-    let group = request
-        .group
-        .as_ref()
-        .map(|g| g.name.clone())
-        .unwrap_or_default();
-    let topic = request
-        .topic
-        .as_ref()
-        .map(|t| t.name.clone())
-        .unwrap_or_default();
+    let (group, topic) = names(request.group.as_ref(), request.topic.as_ref());
     let status =
         if let Err(remark) = auth::permit(&m.broker, caller, &pull_equivalent(&group, &topic)) {
             status(Code::Forbidden, remark)
