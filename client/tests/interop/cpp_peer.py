@@ -48,11 +48,18 @@ def broker_remarks():
     """The broker's answers to refused sends, as the C++ client logged them
     (its exception, raised after its retries, names only the route)."""
     path = os.path.expanduser("~/logs/rocketmq-cpp/%d_rocketmq-cpp.log.0" % os.getpid())
-    try:
-        with open(path, errors="replace") as f:
-            return [l.strip() for l in f if "processSendResponse error remark:" in l]
-    except OSError:
-        return []
+    # The client's logger writes asynchronously: under load its last lines
+    # land a moment after the client returns (CI saw an empty read once).
+    for _ in range(30):
+        try:
+            with open(path, errors="replace") as f:
+                found = [l.strip() for l in f if "processSendResponse error remark:" in l]
+        except OSError:
+            found = []
+        if found:
+            return found
+        time.sleep(0.1)
+    return []
 
 
 def produce():
