@@ -234,6 +234,9 @@ async fn close<D: Disk, C: Clock>(
         b.offsets()
             .commit(&key.topic, &key.group, key.queue_id, c, b.now_ms());
     }
+    // A closed lease may free the queue (a FIFO group's next message):
+    // wake the receives held on it.
+    b.arrivals().notify(&key.topic, key.queue_id);
     Ok(outcomes)
 }
 
@@ -324,6 +327,8 @@ pub async fn renew<D: Disk, C: Clock>(
         visible_at_ms,
         None,
     );
+    // A shorter lease expires before the held receives planned to look.
+    b.arrivals().notify(topic, handle.queue_id);
     Ok(Handle {
         token,
         visible_at_ms,
