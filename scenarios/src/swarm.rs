@@ -86,14 +86,12 @@ pub enum Family {
     TransactionEndsFailover,
     /// [`Plan::pop_consumption`]: POP consumers across broker crashes.
     PopConsumption,
-    /// [`Plan::pop_failover`]: POP consumers across a failover.
-    PopFailover,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 27] = [
+pub const FAMILIES: [(Family, u32); 26] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -120,11 +118,10 @@ pub const FAMILIES: [(Family, u32); 27] = [
     (Family::TransactionEnds, 2),
     (Family::TransactionEndsFailover, 1),
     (Family::PopConsumption, 2),
-    (Family::PopFailover, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 43;
+pub const WEIGHT_TOTAL: u32 = 42;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -156,7 +153,6 @@ impl Family {
             Self::TransactionEnds => "transaction_duplicate_ends",
             Self::TransactionEndsFailover => "transaction_duplicate_ends_failover",
             Self::PopConsumption => "pop_consumption_across_crashes",
-            Self::PopFailover => "pop_consumption_across_failover",
         }
     }
 
@@ -191,7 +187,6 @@ impl Family {
             Self::TransactionEnds => Plan::transaction_ends(seed),
             Self::TransactionEndsFailover => Plan::transaction_ends_failover(seed),
             Self::PopConsumption => Plan::pop_consumption(seed),
-            Self::PopFailover => Plan::pop_failover(seed),
         }
     }
 
@@ -206,8 +201,7 @@ impl Family {
             | Self::Failover
             | Self::IsolatedMaster
             | Self::ReplicaClockSkew
-            | Self::TransactionEndsFailover
-            | Self::PopFailover => Flush::Async,
+            | Self::TransactionEndsFailover => Flush::Async,
             Self::BrokerCrash
             | Self::BrokerCrashGarbageSectors
             | Self::FsyncEio
