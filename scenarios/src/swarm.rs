@@ -84,14 +84,12 @@ pub enum Family {
     /// [`Plan::transaction_ends_failover`]: duplicate and late ENDs across
     /// a failover.
     TransactionEndsFailover,
-    /// [`Plan::pop_consumption`]: POP consumers across broker crashes.
-    PopConsumption,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 26] = [
+pub const FAMILIES: [(Family, u32); 25] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -117,11 +115,10 @@ pub const FAMILIES: [(Family, u32); 26] = [
     (Family::ProducerRetryAcrossRestart, 2),
     (Family::TransactionEnds, 2),
     (Family::TransactionEndsFailover, 1),
-    (Family::PopConsumption, 2),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 42;
+pub const WEIGHT_TOTAL: u32 = 40;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -152,7 +149,6 @@ impl Family {
             Self::ProducerRetryAcrossRestart => "producer_retry_across_restart",
             Self::TransactionEnds => "transaction_duplicate_ends",
             Self::TransactionEndsFailover => "transaction_duplicate_ends_failover",
-            Self::PopConsumption => "pop_consumption_across_crashes",
         }
     }
 
@@ -186,7 +182,6 @@ impl Family {
             Self::ProducerRetryAcrossRestart => Plan::producer_retry_across_restart(seed),
             Self::TransactionEnds => Plan::transaction_ends(seed),
             Self::TransactionEndsFailover => Plan::transaction_ends_failover(seed),
-            Self::PopConsumption => Plan::pop_consumption(seed),
         }
     }
 
@@ -220,8 +215,7 @@ impl Family {
             | Self::NamesrvPartition
             | Self::ConsumerCrash
             | Self::ProducerRetryAcrossRestart
-            | Self::TransactionEnds
-            | Self::PopConsumption => Flush::Sync,
+            | Self::TransactionEnds => Flush::Sync,
         }
     }
 
