@@ -185,13 +185,7 @@ async fn dead_letter<D: Disk, C: Clock>(
     if answer.code != response_code::SUCCESS {
         return Err(PopError::Store(format!("to the DLQ: code {}", answer.code)));
     }
-    let token = b
-        .pop()
-        .lock_state()
-        .leases(key)
-        .into_iter()
-        .find(|(o, _)| *o == offset)
-        .map(|(_, l)| l.token);
+    let token = b.pop().lock_state().lease(key, offset).map(|l| l.token);
     if let Some(token) = token {
         close(b, key, &[(offset, token)]).await?;
     }

@@ -133,11 +133,6 @@ impl Pop {
         self.loaded.store(false, Ordering::SeqCst);
         self.lock_state().clear();
     }
-
-    /// Unacknowledged offsets of one queue (tests, stats).
-    pub fn leases(&self, key: &QueueKey) -> Vec<(i64, Lease)> {
-        self.lock_state().leases(key)
-    }
 }
 
 /// Rebuilds the POP state from the log once after start-up or a role

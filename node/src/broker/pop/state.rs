@@ -178,12 +178,9 @@ impl PopState {
         self.queues.get(key).map(PopQueue::committed)
     }
 
-    /// Unacknowledged offsets of `key`, lowest first.
-    pub fn leases(&self, key: &QueueKey) -> Vec<(i64, Lease)> {
-        self.queues
-            .get(key)
-            .map(|q| q.leases.iter().map(|(o, l)| (*o, *l)).collect())
-            .unwrap_or_default()
+    /// The open lease at `offset` of `key`, if any.
+    pub fn lease(&self, key: &QueueKey, offset: i64) -> Option<Lease> {
+        self.queues.get(key)?.leases.get(&offset).copied()
     }
 
     /// Earliest wall-clock ms at which a lease of `key` expires.
@@ -194,11 +191,6 @@ impl PopState {
             .values()
             .map(|l| l.visible_at_ms)
             .min()
-    }
-
-    /// Every queue with state, for stats and the dashboard.
-    pub fn keys(&self) -> impl Iterator<Item = &QueueKey> {
-        self.queues.keys()
     }
 }
 
