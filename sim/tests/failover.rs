@@ -25,6 +25,13 @@ use sluice_core::FlushMode;
 
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=24;
 
+/// Seeds a sweep once failed on, kept after the fix. 2224: the master
+/// restarts (its unsynced tail lost) before a replica election, while the
+/// replicas still look for a new controller leader; the leader renewed the
+/// restarted master without their offsets and the replicas truncated
+/// acknowledged messages.
+const FOUND: [u64; 1] = [2224];
+
 /// Acknowledgements after the first fault: the group kept taking writes
 /// through the failover (on the new master).
 fn acks_after_first_fault(report: &sim::run::RunReport) -> usize {
@@ -48,7 +55,7 @@ fn acks_after_first_fault(report: &sim::run::RunReport) -> usize {
 /// fault, summed over the seeds.
 fn run_seeds(name: &str, plan: fn(u64) -> Plan) -> usize {
     let mut acked_after = 0;
-    for_each_seed("failover", name, SEEDS, |seed| {
+    for_each_seed("failover", name, SEEDS.chain(FOUND), |seed| {
         let plan = plan(seed);
         let report = run_judged(&plan, FlushMode::Async)?;
         acked_after += acks_after_first_fault(&report);

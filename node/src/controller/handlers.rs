@@ -101,9 +101,11 @@ async fn heartbeat<C: Clock>(
         );
         // Only a broker that was master before this heartbeat restarted as
         // one; the first member of a new group was just made master.
-        was_master
-            .then(|| renewal(ctx, &shared, &heartbeat, now))
-            .flatten()
+        if was_master {
+            renewal(ctx, &shared, &heartbeat, now)?
+        } else {
+            None
+        }
     };
     if let Some(command) = renew {
         tracing::info!(group = %heartbeat.group, master = heartbeat.replica_id, "master restarted; renewing the mastership at a new epoch");
@@ -118,28 +120,39 @@ async fn heartbeat<C: Clock>(
 }
 
 /// The renewal a restarted master's heartbeat calls for, if it is the
-/// master: the alive in-sync replica with the most data takes a new epoch.
+/// master: the in-sync replica with the most data takes a new epoch. Until
+/// every in-sync member has heartbeated to this leader the heartbeat is
+/// refused (the broker keeps saying it restarted, and takes no role): the
+/// restarted master may have lost a tail only an unheard replica holds.
 fn renewal<C: Clock>(
     ctx: &Context<C>,
     shared: &super::consensus::Shared,
     heartbeat: &BrokerHeartbeat,
     now: Duration,
-) -> Option<Command> {
+) -> Result<Option<Command>, Refusal> {
     if !heartbeat.restarted {
-        return None;
+        return Ok(None);
     }
-    let group = shared.state.groups.get(&heartbeat.group)?;
+    let Some(group) = shared.state.groups.get(&heartbeat.group) else {
+        return Ok(None);
+    };
     if group.master != Some(heartbeat.replica_id) {
-        return None;
+        return Ok(None);
     }
     let timeout = Duration::from_millis(ctx.config.broker_timeout_ms);
     let alive = shared.liveness.alive(&heartbeat.group, now, timeout);
-    let new_master = choose_renewed_master(group, &alive)?;
-    Some(Command::Renew {
-        group: heartbeat.group.clone(),
-        master_epoch: group.master_epoch,
-        new_master,
-    })
+    match choose_renewed_master(group, &alive) {
+        Ok(new_master) => Ok(Some(Command::Renew {
+            group: heartbeat.group.clone(),
+            master_epoch: group.master_epoch,
+            new_master,
+        })),
+        Err(unheard) => Err(not_applied(format!(
+            "the restarted master of {} waits for in-sync replicas {unheard:?} to report \
+             their offsets before a new epoch",
+            heartbeat.group
+        ))),
+    }
 }
 
 async fn alter_in_sync<C: Clock>(

@@ -292,16 +292,32 @@ fn next_epoch(epoch: u32) -> u32 {
         .expect("invariant: 4 billion elections do not happen")
 }
 
-/// The master of a renewed epoch (the master restarted): the alive
-/// in-sync replica with the highest reported offset — the restarted master
-/// included, and preferred on a tie — then the lowest id.
-pub fn choose_renewed_master(state: &GroupState, alive: &BTreeMap<u64, Candidate>) -> Option<u64> {
+/// The master of a renewed epoch (the master restarted): the in-sync
+/// replica with the highest reported offset — the restarted master
+/// included, and preferred on a tie — then the lowest id. Every in-sync
+/// member must have reported (be in `alive`): the restarted master may have
+/// lost a tail that only an unheard replica holds, so without all their
+/// offsets there is no choice yet — `Err` names the members to wait for.
+pub fn choose_renewed_master(
+    state: &GroupState,
+    alive: &BTreeMap<u64, Candidate>,
+) -> Result<u64, Vec<u64>> {
+    let unheard: Vec<u64> = state
+        .in_sync
+        .iter()
+        .copied()
+        .filter(|id| !alive.contains_key(id))
+        .collect();
+    if !unheard.is_empty() {
+        return Err(unheard);
+    }
     state
         .in_sync
         .iter()
         .filter_map(|id| alive.get(id).map(|c| (*id, c.max_offset)))
         .max_by_key(|(id, offset)| (*offset, Some(*id) == state.master, std::cmp::Reverse(*id)))
         .map(|(id, _)| id)
+        .ok_or_else(Vec::new)
 }
 
 /// What the leader knows about a replica it heard from recently.
@@ -479,16 +495,36 @@ mod tests {
         // The replica holds a tail the restarted master lost.
         assert_eq!(
             choose_renewed_master(group, &alive(&[(1, 10), (2, 20)])),
-            Some(2)
+            Ok(2)
         );
         assert_eq!(
             choose_renewed_master(group, &alive(&[(1, 20), (2, 20)])),
-            Some(1)
+            Ok(1)
         );
         // 3 is not in sync: never chosen.
         assert_eq!(
-            choose_renewed_master(group, &alive(&[(1, 5), (3, 50)])),
-            Some(1)
+            choose_renewed_master(group, &alive(&[(1, 5), (2, 4), (3, 50)])),
+            Ok(1)
+        );
+    }
+
+    #[test]
+    fn renewal_waits_until_every_in_sync_member_reported() {
+        let state = group_with_in_sync(&[1, 2, 3]);
+        let group = &state.groups["g"];
+        // Only the restarted master is heard: 2 or 3 may hold the tail it
+        // lost, so nobody is chosen yet.
+        assert_eq!(
+            choose_renewed_master(group, &alive(&[(1, 8192)])),
+            Err(vec![2, 3])
+        );
+        assert_eq!(
+            choose_renewed_master(group, &alive(&[(1, 8192), (3, 8759)])),
+            Err(vec![2])
+        );
+        assert_eq!(
+            choose_renewed_master(group, &alive(&[(1, 8192), (2, 8759), (3, 8759)])),
+            Ok(2)
         );
     }
 
