@@ -84,12 +84,16 @@ pub enum Family {
     /// [`Plan::transaction_ends_failover`]: duplicate and late ENDs across
     /// a failover.
     TransactionEndsFailover,
+    /// [`Plan::pop_consumption`]: POP consumers across broker crashes.
+    PopConsumption,
+    /// [`Plan::pop_failover`]: POP consumers across a failover.
+    PopFailover,
 }
 
 /// Every family with its weight (out of [`WEIGHT_TOTAL`]). The cheap
 /// single-broker families weigh more; the replicated ones, which simulate
 /// seconds of elections and catch-up, less.
-pub const FAMILIES: [(Family, u32); 25] = [
+pub const FAMILIES: [(Family, u32); 27] = [
     (Family::BrokerCrash, 4),
     (Family::BrokerCrashGarbageSectors, 2),
     (Family::FsyncEio, 2),
@@ -115,10 +119,12 @@ pub const FAMILIES: [(Family, u32); 25] = [
     (Family::ProducerRetryAcrossRestart, 2),
     (Family::TransactionEnds, 2),
     (Family::TransactionEndsFailover, 1),
+    (Family::PopConsumption, 2),
+    (Family::PopFailover, 1),
 ];
 
 /// The sum of the weights in [`FAMILIES`].
-pub const WEIGHT_TOTAL: u32 = 40;
+pub const WEIGHT_TOTAL: u32 = 43;
 
 impl Family {
     /// The family's name: its scenario's name, as reports print it.
@@ -149,6 +155,8 @@ impl Family {
             Self::ProducerRetryAcrossRestart => "producer_retry_across_restart",
             Self::TransactionEnds => "transaction_duplicate_ends",
             Self::TransactionEndsFailover => "transaction_duplicate_ends_failover",
+            Self::PopConsumption => "pop_consumption_across_crashes",
+            Self::PopFailover => "pop_consumption_across_failover",
         }
     }
 
@@ -182,6 +190,8 @@ impl Family {
             Self::ProducerRetryAcrossRestart => Plan::producer_retry_across_restart(seed),
             Self::TransactionEnds => Plan::transaction_ends(seed),
             Self::TransactionEndsFailover => Plan::transaction_ends_failover(seed),
+            Self::PopConsumption => Plan::pop_consumption(seed),
+            Self::PopFailover => Plan::pop_failover(seed),
         }
     }
 
@@ -196,7 +206,8 @@ impl Family {
             | Self::Failover
             | Self::IsolatedMaster
             | Self::ReplicaClockSkew
-            | Self::TransactionEndsFailover => Flush::Async,
+            | Self::TransactionEndsFailover
+            | Self::PopFailover => Flush::Async,
             Self::BrokerCrash
             | Self::BrokerCrashGarbageSectors
             | Self::FsyncEio
@@ -215,7 +226,8 @@ impl Family {
             | Self::NamesrvPartition
             | Self::ConsumerCrash
             | Self::ProducerRetryAcrossRestart
-            | Self::TransactionEnds => Flush::Sync,
+            | Self::TransactionEnds
+            | Self::PopConsumption => Flush::Sync,
         }
     }
 
