@@ -63,3 +63,38 @@ fn mmap_store_survives_clean_restart_and_process_crash() {
         10
     );
 }
+
+/// A lone `SYNC_FLUSH` writer's put completes in the poll that starts it:
+/// the append, the msync (on the caller's thread for a short range) and the
+/// durability answer, with no hop to a sync thread and back and no yield
+/// for company that is not there. On a broker that is one task, on the
+/// connection's reader, for the whole send (issue 20, one sync sender).
+#[test]
+fn a_lone_sync_flush_put_completes_in_one_poll() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = StoreConfig {
+        flush_mode: FlushMode::Sync,
+        ..StoreConfig::for_tests()
+    };
+    let disk = MmapDisk::new(dir.path()).expect("disk");
+    let store = block_on(MessageStore::open(disk, SystemClock::new(), cfg)).expect("open");
+    // The first put may create the segment (a wait on the allocator).
+    block_on(store.put(msg("T", 0, b"first", None, None), true)).expect("put");
+    let mut cx = Context::from_waker(Waker::noop());
+    for i in 0..20 {
+        let put = store.put(msg("T", 0, format!("m{i}").as_bytes(), None, None), true);
+        let polled = std::pin::pin!(put).poll(&mut cx);
+        assert!(
+            matches!(polled, Poll::Ready(Ok(_))),
+            "put {i} did not complete in one poll"
+        );
+    }
+    assert_eq!(
+        store.commit_log().durable(),
+        store.commit_log().written(),
+        "every put was answered durable"
+    );
+}

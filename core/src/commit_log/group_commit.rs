@@ -33,7 +33,12 @@ struct State {
 /// What a waiter should do after looking at the state.
 enum Turn {
     Done,
-    Lead { from: u64 },
+    /// Sync from `from`; `company`: other writers are parked, so first
+    /// let the ones about to append do so and ride this sync.
+    Lead {
+        from: u64,
+        company: bool,
+    },
     Park,
 }
 
@@ -114,14 +119,19 @@ impl GroupCommit {
                     }
                     .await;
                 }
-                Turn::Lead { from } => {
+                Turn::Lead { from, company } => {
                     let mut guard = LeaderGuard {
                         gc: self,
                         live: true,
                     };
-                    // Let writers just released by the previous sync append
-                    // first, so they ride this sync instead of the next.
-                    YieldNow(false).await;
+                    // With company, let writers just released by the
+                    // previous sync append first, so they ride this sync
+                    // instead of the next. A lone writer syncs at once: on
+                    // a disk that syncs on the caller's thread its whole
+                    // send then completes in one poll, with no hop.
+                    if company {
+                        YieldNow(false).await;
+                    }
                     let to = written();
                     let result = if to > from {
                         sync(from, to).await
@@ -149,7 +159,10 @@ impl GroupCommit {
             return Ok(Turn::Park);
         }
         st.leading = true;
-        Ok(Turn::Lead { from: st.durable })
+        Ok(Turn::Lead {
+            from: st.durable,
+            company: !st.waiters.is_empty(),
+        })
     }
 
     fn finish_lead(&self, to: u64, result: Result<()>) -> Result<()> {
@@ -250,5 +263,65 @@ impl Future for Parked<'_> {
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         self.gc.lock().waiters.remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::future::{ready, Future};
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::GroupCommit;
+
+    #[test]
+    fn a_lone_writer_with_an_immediate_sync_is_durable_in_one_poll() {
+        let gc = GroupCommit::new(0);
+        let synced = Cell::new(None);
+        let wait = gc.wait(
+            100,
+            || 100,
+            |from, to| {
+                synced.set(Some((from, to)));
+                ready(Ok(()))
+            },
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        let poll = pin!(wait).poll(&mut cx);
+        assert!(
+            matches!(poll, Poll::Ready(Ok(()))),
+            "took more than one poll"
+        );
+        assert_eq!(synced.get(), Some((0, 100)));
+        assert_eq!(gc.durable(), 100);
+        assert_eq!(gc.syncs(), 1);
+    }
+
+    #[test]
+    fn a_leader_with_parked_company_yields_once_before_it_syncs() {
+        let gc = GroupCommit::new(0);
+        let mut cx = Context::from_waker(Waker::noop());
+        let syncs_asked = Cell::new(0);
+        let counted = |_, _| {
+            syncs_asked.set(syncs_asked.get() + 1);
+            ready(Ok(()))
+        };
+        // A leads with a sync that never ends; B and C park behind it.
+        let mut a = Box::pin(gc.wait(100, || 100, |_, _| std::future::pending()));
+        assert!(a.as_mut().poll(&mut cx).is_pending());
+        let mut b = pin!(gc.wait(200, || 300, counted));
+        assert!(b.as_mut().poll(&mut cx).is_pending());
+        let mut c = pin!(gc.wait(300, || 300, counted));
+        assert!(c.as_mut().poll(&mut cx).is_pending());
+        // A goes away: B leads, with C parked, so it yields first...
+        drop(a);
+        assert!(b.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(syncs_asked.get(), 0);
+        // ...then one sync covers everything written, C's record too.
+        assert!(matches!(b.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+        assert_eq!(syncs_asked.get(), 1);
+        assert!(matches!(c.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+        assert_eq!((gc.durable(), gc.syncs()), (300, 1));
     }
 }

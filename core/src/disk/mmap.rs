@@ -1,6 +1,7 @@
 //! `MmapDisk`: the production disk. Segments are fully allocated
-//! (`posix_fallocate`), pre-faulted, memory-mapped files; reads are zero-copy
-//! views of the mapping and `sync` is an msync run on a dedicated thread.
+//! (`posix_fallocate`) memory-mapped files, warmed ahead of the writer;
+//! reads are zero-copy views of the mapping; `sync` is an msync, on the
+//! caller's thread for a short range and on a dedicated thread otherwise.
 //! Invariant: a segment's name is visible only once the file is fully allocated.
 #![allow(unsafe_code)]
 
@@ -25,6 +26,11 @@ use super::{Disk, DiskSpace, Segment};
 
 /// Largest file `read_small` will load; a limit checked before allocating.
 pub const SMALL_FILE_BYTES_MAX: u64 = 64 << 20;
+
+/// Largest range a segment syncs on the calling thread; longer ones (a
+/// background flush of many dirty pages) go to the sync thread, so a
+/// runtime thread is never held for long.
+pub const INLINE_SYNC_BYTES_MAX: usize = 256 << 10;
 
 /// Hidden name prefix of a segment being allocated by `prepare_segment`.
 const PREP_PREFIX: &str = ".prep-";
@@ -228,8 +234,8 @@ impl Disk for MmapDisk {
             // here made opening a store wait for a gigabyte of page faults
             // (~8 s), and doing it in the background stalled the first
             // seconds of service instead (seconds-long sends when several
-            // nodes start at once). Later segments are prepared ahead and
-            // pre-faulted off the hot path. The CommitLog has the range
+            // nodes start at once). Later segments are prepared ahead with
+            // their head warmed off the hot path. The CommitLog has the range
             // ahead of its writes warmed (`Segment::warm`) as it goes.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
@@ -514,6 +520,12 @@ impl Segment for MmapSegment {
         if len == 0 {
             return Ok(());
         }
+        if len <= INLINE_SYNC_BYTES_MAX {
+            // On the caller's thread: for a few pages the hop to the sync
+            // thread and back (two cross-thread wake-ups) costs about as
+            // much as the msync itself.
+            return self.map.flush_range(off, len);
+        }
         let map = Arc::clone(&self.map);
         run_on(&self.sync_jobs, move || map.flush_range(off, len)).await
     }
@@ -589,60 +601,4 @@ pub(super) fn invalid(msg: String) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unclaimed_preparation_leaves_only_a_hidden_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let disk = MmapDisk::new(dir.path()).expect("disk");
-        disk.prepare_segment("log/00001", 8192);
-        // Claiming waits for the allocator; use a different name to observe
-        // the unclaimed one after it finished.
-        disk.create_segment("log/00000", 8192).expect("create");
-        assert!(matches!(
-            disk.inner.preps.take("log/00001"),
-            Some(Prep::Ready { .. })
-        ));
-        assert_eq!(disk.list("log").expect("list"), ["00000"]);
-        assert!(dir.path().join("log/.prep-00001").exists());
-    }
-
-    #[test]
-    fn prepared_segment_is_claimed_without_reallocating() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let disk = MmapDisk::new(dir.path()).expect("disk");
-        disk.prepare_segment("s", 4096);
-        let seg = disk.create_segment("s", 4096).expect("create");
-        seg.write_at(0, b"abc").expect("write");
-        assert!(!dir.path().join(".prep-s").exists());
-        assert!(disk.inner.preps.lock().is_empty());
-        assert_eq!(
-            fs::metadata(dir.path().join("s")).expect("meta").len(),
-            4096
-        );
-    }
-
-    #[test]
-    fn dropping_the_disk_deletes_unclaimed_preparations() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let disk = MmapDisk::new(dir.path()).expect("disk");
-        disk.prepare_segment("s", 4096);
-        // Wait for the allocator by claiming a sibling's turn after it.
-        disk.prepare_segment("t", 4096);
-        drop(disk.create_segment("t", 4096).expect("create"));
-        assert!(dir.path().join(".prep-s").exists());
-        drop(disk);
-        assert!(!dir.path().join(".prep-s").exists());
-    }
-
-    #[test]
-    fn created_segment_is_fully_allocated_not_sparse() {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let disk = MmapDisk::new(dir.path()).expect("disk");
-        disk.create_segment("s", 1 << 20).expect("create");
-        let meta = fs::metadata(dir.path().join("s")).expect("meta");
-        assert!(meta.blocks() * 512 >= 1 << 20, "blocks: {}", meta.blocks());
-    }
-}
+mod tests;
