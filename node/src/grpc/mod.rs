@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
-use sluice_net::Transport;
+use sluice_net::{RpcClient, Transport};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
@@ -60,7 +60,9 @@ pub const STANDALONE_GRPC_LISTEN: &str = "127.0.0.1:8081";
 pub struct Messaging<D: Disk, C: Clock, T: Transport> {
     broker: Arc<Broker<D, C>>,
     sessions: Arc<Sessions<D, C>>,
-    transport: T,
+    /// The name servers' client (one pool of connections for every route
+    /// lookup).
+    namesrv: RpcClient<T>,
     /// The address this endpoint listens on (for routes to this broker).
     local: SocketAddr,
 }
@@ -101,8 +103,8 @@ pub async fn serve<D: Disk, C: Clock, T: Transport>(
 ) -> crate::error::Result<()> {
     let service = Messaging {
         sessions: Arc::new(Sessions::new(Arc::clone(&broker))),
+        namesrv: RpcClient::new(transport, broker.config().rpc()),
         broker,
-        transport,
         local,
     };
     tracing::info!(%local, "RocketMQ 5 gRPC endpoint serving");

@@ -13,7 +13,7 @@ use sluice_core::Clock;
 use sluice_net::body::{self, QueueData, TopicRouteData, MASTER_ID, PERM_READ, PERM_WRITE};
 use sluice_net::header::GetRouteInfoRequestHeader;
 use sluice_net::remoting::{request_code as rc, response_code};
-use sluice_net::{RemotingCommand, RpcClient, Transport};
+use sluice_net::{RemotingCommand, Transport};
 
 use super::proto::{self, AddressScheme, Code, MessageType, Permission};
 use super::{ok, status, Messaging, GRPC_PORT_OFFSET};
@@ -70,7 +70,6 @@ async fn namesrv_route<D: Disk, C: Clock, T: Transport>(
     m: &Messaging<D, C, T>,
     topic: &str,
 ) -> Option<TopicRouteData> {
-    let client = RpcClient::new(m.transport.clone(), m.broker.config().rpc());
     let header = GetRouteInfoRequestHeader {
         topic: topic.to_owned(),
         accept_standard_json_only: Some(true),
@@ -80,16 +79,14 @@ async fn namesrv_route<D: Disk, C: Clock, T: Transport>(
         if let Some(creds) = &m.broker.config().credentials {
             creds.sign(&mut cmd);
         }
-        match client.invoke(addr, cmd, NAMESRV_TIMEOUT).await {
+        match m.namesrv.invoke(addr, cmd, NAMESRV_TIMEOUT).await {
             Ok(r) if r.code == response_code::SUCCESS => {
-                client.shutdown();
                 return body::decode(&r.body, "TopicRouteData").ok();
             }
             Ok(_) => {}
             Err(e) => tracing::debug!(%addr, error = %e, "route query to a name server failed"),
         }
     }
-    client.shutdown();
     None
 }
 
