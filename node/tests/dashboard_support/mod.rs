@@ -260,4 +260,15 @@ pub async fn seed(admin: &Admin<TokioTransport, SystemClock>, c: &Client) {
     let retry = format!("%RETRY%{GROUP}");
     let dead = [(keys::KEYS, DEAD_KEY), (keys::RETRY_TOPIC, TOPIC)];
     send(c, &retry, 0, DEAD_BODY, &dead, Some(0)).await;
+    // The broker created the DLQ topic for it and registers it with the
+    // name server in the background (Apache's registers a created topic
+    // before it answers): pages look routes up there, so wait for it.
+    let dlq = format!("%DLQ%{GROUP}");
+    for _ in 0..100 {
+        if topic_exists(admin, &dlq).await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{dlq} never reached the name server");
 }
