@@ -37,5 +37,5 @@ pub use clock::{Clock, SystemClock};
 pub use error::{Error, Result};
 pub use offset::{CommitLogOffset, NegativeOffset, QueueOffset};
 pub use store::{
-    DiskPressureRetention, FlushMode, GetResult, GetStatus, MessageStore, StoreConfig,
+    DiskPressureRetention, FlushMode, GetResult, GetStatus, MessageStore, StoreConfig, Wait,
 };

@@ -33,11 +33,11 @@ struct State {
 /// What a waiter should do after looking at the state.
 enum Turn {
     Done,
-    /// Sync from `from`; `company`: other writers are parked, so first
+    /// Sync from `from`; `parked`: other writers are parked, so first
     /// let the ones about to append do so and ride this sync.
     Lead {
         from: u64,
-        company: bool,
+        parked: bool,
     },
     Park,
 }
@@ -97,8 +97,16 @@ impl GroupCommit {
     }
 
     /// Waits until `[0, end)` is durable. `written` reports how far the log
-    /// has been written; `sync(from, to)` makes a range durable.
-    pub(crate) async fn wait<W, S, F>(&self, end: u64, written: W, sync: S) -> Result<()>
+    /// has been written; `sync(from, to)` makes a range durable. `company`:
+    /// the caller knows more writers are right behind it, so if it leads it
+    /// lets them append first, as when writers are parked.
+    pub(crate) async fn wait<W, S, F>(
+        &self,
+        end: u64,
+        company: bool,
+        written: W,
+        sync: S,
+    ) -> Result<()>
     where
         W: Fn() -> u64,
         S: Fn(u64, u64) -> F,
@@ -119,7 +127,7 @@ impl GroupCommit {
                     }
                     .await;
                 }
-                Turn::Lead { from, company } => {
+                Turn::Lead { from, parked } => {
                     let mut guard = LeaderGuard {
                         gc: self,
                         live: true,
@@ -129,7 +137,7 @@ impl GroupCommit {
                     // instead of the next. A lone writer syncs at once: on
                     // a disk that syncs on the caller's thread its whole
                     // send then completes in one poll, with no hop.
-                    if company {
+                    if parked || company {
                         YieldNow(false).await;
                     }
                     let to = written();
@@ -161,7 +169,7 @@ impl GroupCommit {
         st.leading = true;
         Ok(Turn::Lead {
             from: st.durable,
-            company: !st.waiters.is_empty(),
+            parked: !st.waiters.is_empty(),
         })
     }
 
@@ -281,6 +289,7 @@ mod tests {
         let synced = Cell::new(None);
         let wait = gc.wait(
             100,
+            false,
             || 100,
             |from, to| {
                 synced.set(Some((from, to)));
@@ -308,11 +317,11 @@ mod tests {
             ready(Ok(()))
         };
         // A leads with a sync that never ends; B and C park behind it.
-        let mut a = Box::pin(gc.wait(100, || 100, |_, _| std::future::pending()));
+        let mut a = Box::pin(gc.wait(100, false, || 100, |_, _| std::future::pending()));
         assert!(a.as_mut().poll(&mut cx).is_pending());
-        let mut b = pin!(gc.wait(200, || 300, counted));
+        let mut b = pin!(gc.wait(200, false, || 300, counted));
         assert!(b.as_mut().poll(&mut cx).is_pending());
-        let mut c = pin!(gc.wait(300, || 300, counted));
+        let mut c = pin!(gc.wait(300, false, || 300, counted));
         assert!(c.as_mut().poll(&mut cx).is_pending());
         // A goes away: B leads, with C parked, so it yields first...
         drop(a);
@@ -323,5 +332,35 @@ mod tests {
         assert_eq!(syncs_asked.get(), 1);
         assert!(matches!(c.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
         assert_eq!((gc.durable(), gc.syncs()), (300, 1));
+    }
+
+    #[test]
+    fn a_writer_told_of_company_yields_once_and_its_sync_covers_the_next() {
+        // One connection's pipelined requests: the first is read with the
+        // second already buffered, so nobody is parked yet, but its caller
+        // says company is coming.
+        let gc = GroupCommit::new(0);
+        let mut cx = Context::from_waker(Waker::noop());
+        let written = Cell::new(100);
+        let synced = Cell::new(Vec::new());
+        let sync = |from, to| {
+            let mut s = synced.take();
+            s.push((from, to));
+            synced.set(s);
+            ready(Ok(()))
+        };
+        let mut first = pin!(gc.wait(100, true, || written.get(), sync));
+        assert!(
+            first.as_mut().poll(&mut cx).is_pending(),
+            "a writer told of company synced at once, alone"
+        );
+        // The second request appends and parks behind the leader.
+        written.set(200);
+        let mut second = pin!(gc.wait(200, false, || written.get(), sync));
+        assert!(second.as_mut().poll(&mut cx).is_pending());
+        assert!(first.as_mut().poll(&mut cx).is_ready());
+        assert!(second.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(synced.take(), vec![(0, 200)], "one sync covers both");
+        assert_eq!(gc.syncs(), 1);
     }
 }

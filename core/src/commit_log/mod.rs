@@ -321,9 +321,16 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
 
     /// Waits until every byte below `end` is durable (group commit).
     pub async fn wait_durable(&self, end: CommitLogOffset) -> Result<()> {
+        self.wait_durable_among(end, false).await
+    }
+
+    /// [`Self::wait_durable`], told whether more writers are known to be
+    /// right behind this one (`company`, [`crate::store::Wait`]).
+    pub async fn wait_durable_among(&self, end: CommitLogOffset, company: bool) -> Result<()> {
         self.durability
             .wait(
                 end.0,
+                company,
                 || self.pad_to_sector(),
                 |from, to| self.timed_sync(from, to),
             )

@@ -15,6 +15,38 @@ pub enum FlushMode {
     Async,
 }
 
+/// How a put waits for the disk in SYNC flush mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Return once appended (RocketMQ's `WAIT=false`).
+    No,
+    /// Return once durable. `company`: the caller knows more writers are
+    /// right behind it (requests already read on its connection): the sync
+    /// then lets them append first and covers them too, instead of syncing
+    /// this one record alone (group commit across a pipelining client's
+    /// requests). A caller that knows of none leaves it `false`, and a lone
+    /// writer syncs at once.
+    Durable { company: bool },
+}
+
+impl Wait {
+    /// Whether the put waits for durability at all.
+    pub fn durable(self) -> bool {
+        matches!(self, Self::Durable { .. })
+    }
+}
+
+impl From<bool> for Wait {
+    /// `true` waits for durability (no company known), `false` does not.
+    fn from(wait: bool) -> Self {
+        if wait {
+            Self::Durable { company: false }
+        } else {
+            Self::No
+        }
+    }
+}
+
 /// What retention may delete early (before `file_reserved_ms`) while the
 /// disk is fuller than `disk_used_ratio_max`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -13,7 +13,7 @@ mod recovery;
 mod retention;
 mod tail;
 
-pub use config::{DiskPressureRetention, FlushMode, StoreConfig};
+pub use config::{DiskPressureRetention, FlushMode, StoreConfig, Wait};
 pub use dispatch::ArrivalListener;
 pub use get::{GetResult, GetStatus, MessageFilter, TagsFilter, SCAN_ENTRIES_MAX};
 pub use retention::{ConsumedFloor, RetentionReport, SPACE_RECHECK_INTERVAL_MS};
@@ -113,19 +113,23 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Appends one message and returns once it is as durable as the flush
     /// mode requires (`wait = false` returns before the sync in SYNC mode,
-    /// as RocketMQ's `WAIT=false`).
-    pub async fn put(&self, msg: MessageInput, wait: bool) -> Result<Appended> {
+    /// as RocketMQ's `WAIT=false`; see [`Wait`]).
+    pub async fn put(&self, msg: MessageInput, wait: impl Into<Wait>) -> Result<Appended> {
         self.check_put(&msg)?;
         let a = self.log.append(&msg)?;
         drop(msg); // freed outside the put lock, before the durability wait
         self.appended();
-        self.settle(a.end(), wait).await?;
+        self.settle(a.end(), wait.into()).await?;
         Ok(a)
     }
 
     /// Appends several messages under one hold of the put lock; acknowledged
     /// together.
-    pub async fn put_batch(&self, msgs: Vec<MessageInput>, wait: bool) -> Result<Vec<Appended>> {
+    pub async fn put_batch(
+        &self,
+        msgs: Vec<MessageInput>,
+        wait: impl Into<Wait>,
+    ) -> Result<Vec<Appended>> {
         for m in &msgs {
             self.check_put(m)?;
         }
@@ -133,7 +137,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         drop(msgs);
         self.appended();
         if let Some(last) = out.last() {
-            self.settle(last.end(), wait).await?;
+            self.settle(last.end(), wait.into()).await?;
         }
         Ok(out)
     }
@@ -175,12 +179,12 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// fail the put: the record is already stored, and reporting failure
     /// would make the producer treat a stored message as never sent. The
     /// dispatch is retried by the next put or flush.
-    async fn settle(&self, end: CommitLogOffset, wait: bool) -> Result<()> {
+    async fn settle(&self, end: CommitLogOffset, wait: Wait) -> Result<()> {
         let visible_to = match self.config.flush_mode {
             FlushMode::Async => self.log.written().0,
             FlushMode::Sync => {
-                if wait {
-                    self.log.wait_durable(end).await?;
+                if let Wait::Durable { company } = wait {
+                    self.log.wait_durable_among(end, company).await?;
                 }
                 self.log.durable().0
             }

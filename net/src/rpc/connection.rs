@@ -306,7 +306,12 @@ impl ConnectionHandle {
     /// last read brought) before reading on, so a peer that sends requests
     /// faster than it reads their answers is slowed by TCP instead of
     /// piling answers up in memory.
-    fn dispatch(&self, cmd: RemotingCommand, handler: &Arc<dyn Handler>) -> Option<EncodedFrame> {
+    fn dispatch(
+        &self,
+        cmd: RemotingCommand,
+        handler: &Arc<dyn Handler>,
+        more_buffered: bool,
+    ) -> Option<EncodedFrame> {
         if cmd.is_response() {
             let waiter = self
                 .shared
@@ -334,8 +339,13 @@ impl ConnectionHandle {
             return None;
         };
         let (opaque, oneway, serialize_type) = (cmd.opaque, cmd.is_oneway(), cmd.serialize_type);
+        // This request holds one permit; any other taken is a request of
+        // this connection still being served.
+        let others_served =
+            self.shared.handlers.available_permits() + 1 < self.shared.handlers_max as usize;
         let ctx = RequestContext {
             connection: self.clone(),
+            queued_behind: more_buffered || others_served,
         };
         let mut future = handler.handle(ctx, cmd);
         // Most handlers finish without waiting: poll once here and spawn a
@@ -444,7 +454,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
         };
         match next {
             Ok(Some(cmd)) => {
-                if let Some(frame) = handle.dispatch(cmd, &handler) {
+                let more_buffered = frames.has_buffered_bytes();
+                if let Some(frame) = handle.dispatch(cmd, &handler, more_buffered) {
                     ready.push(frame);
                     if ready.len() >= READY_FRAMES_MAX && !handle.answer(&mut ready).await {
                         break;

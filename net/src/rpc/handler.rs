@@ -22,6 +22,11 @@ pub struct RequestContext {
     /// (`CHECK_TRANSACTION_STATE`, `NOTIFY_CONSUMER_IDS_CHANGED`) or to key
     /// per-connection state.
     pub connection: ConnectionHandle,
+    /// More requests of this connection were already read (or begun) when
+    /// this one was handed over, or are still being served: a handler that
+    /// waits for something many requests share (a group commit's sync) does
+    /// better to let them join than to finish this one alone.
+    pub queued_behind: bool,
 }
 
 impl RequestContext {

@@ -69,6 +69,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(cmd)
     }
 
+    /// Whether bytes of a further frame are already buffered (after the
+    /// last command taken): another request is on its way or complete.
+    pub fn has_buffered_bytes(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
     /// The next command; `Ok(None)` on a clean end of stream.
     ///
     /// Cancel-safe: partial frames stay buffered.

@@ -154,6 +154,7 @@ impl<D: Disk, C: Clock> Sessions<D, C> {
     pub(super) async fn invoke(&self, session: &Session, cmd: &RemotingCommand) -> RemotingCommand {
         let ctx = RequestContext {
             connection: session.connection.clone(),
+            queued_behind: false,
         };
         self.routes.answer(&ctx, cmd).await
     }

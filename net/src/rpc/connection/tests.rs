@@ -133,3 +133,46 @@ async fn a_peer_that_never_reads_answers_is_slowed_not_buffered() {
         "{handled} requests handled, their answers held in memory"
     );
 }
+
+/// A handler learns whether more requests of its connection are already
+/// read behind it (so a group commit can wait for them instead of syncing
+/// one record alone): requests that arrive in one write see `true` but
+/// the last; a request that arrives alone sees `false`.
+#[tokio::test]
+async fn a_handler_is_told_when_requests_are_queued_behind_it() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let table = HandlerTable::new().with(1, move |ctx: RequestContext, req: RemotingCommand| {
+        record
+            .lock()
+            .expect("not poisoned")
+            .push((req.opaque, ctx.queued_behind));
+        async { Some(RemotingCommand::success()) }
+    });
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let (reader, writer) = tokio::io::split(ours);
+    let socket = Socket {
+        reader,
+        writer,
+        peer_addr: "127.0.0.1:1".parse().expect("addr"),
+    };
+    let _handle = ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
+    let (their_reader, mut their_writer) = tokio::io::split(theirs);
+    let mut answers = FrameReader::new(their_reader, FrameLimits::default());
+    let encoded = |opaque| {
+        let mut request = RemotingCommand::request(1);
+        request.opaque = opaque;
+        frame::encode_to_bytes(&request, &FrameLimits::default()).expect("encodable")
+    };
+    let together: Vec<u8> = (1..=3).flat_map(|o| encoded(o).to_vec()).collect();
+    their_writer.write_all(&together).await.expect("write");
+    for _ in 0..3 {
+        answers.next().await.expect("read").expect("an answer");
+    }
+    their_writer.write_all(&encoded(4)).await.expect("write");
+    answers.next().await.expect("read").expect("an answer");
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        [(1, true), (2, true), (3, false), (4, false)]
+    );
+}

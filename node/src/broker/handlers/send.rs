@@ -11,7 +11,7 @@ use sluice_core::message::{
     decode_batch, dlq_topic, is_retry_topic, keys, merge_batch_properties, offset_msg_id,
     validate_topic, MessageInput, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
 };
-use sluice_core::{Clock, CommitLogOffset};
+use sluice_core::{Clock, CommitLogOffset, Wait};
 use sluice_net::header::{SendMessageRequestHeader, SendMessageResponseHeader};
 use sluice_net::remoting::{request_code, response_code};
 use sluice_net::{RemotingCommand, RequestContext};
@@ -70,8 +70,17 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     // client sends a batch as SEND_MESSAGE(_V2) with `batch=true`, and
     // storing its encoding as one message would ack what was not stored.
     let batch = req.code == request_code::SEND_BATCH_MESSAGE || h.batch == Some(true);
+    // Requests already read behind this one join its sync (group commit
+    // across one connection's pipelined sends).
+    let store_wait = if wait {
+        Wait::Durable {
+            company: ctx.queued_behind,
+        }
+    } else {
+        Wait::No
+    };
     let mut answer = if batch {
-        send_batch(b, template, &req.body, wait).await?
+        send_batch(b, template, &req.body, store_wait).await?
     } else {
         let msg = MessageInput {
             body: req.body.clone(),
@@ -80,7 +89,9 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         match send_dedupe::claim(b, &msg.topic, uniq_key.as_deref(), stamp, to_dlq).await? {
             Once::Duplicate(original) => send_dedupe::answer(b, &original, wait).await,
             Once::Forgotten => send_dedupe::forgotten(msg.queue_id),
-            Once::Store(claim) => send_one(b, msg, parsed.as_mut(), to_dlq, wait, claim).await?,
+            Once::Store(claim) => {
+                send_one(b, msg, parsed.as_mut(), to_dlq, store_wait, claim).await?
+            }
         }
     };
     // Apache's 5.x broker names the message's UNIQ_KEY (a batch's own key)
@@ -228,7 +239,7 @@ async fn send_one<D: Disk, C: Clock>(
     mut msg: MessageInput,
     props: Option<&mut Properties>,
     to_dlq: bool,
-    wait: bool,
+    wait: Wait,
     claim: Option<Claimed<'_>>,
 ) -> Reply {
     let queue_id = msg.queue_id;
@@ -273,14 +284,14 @@ async fn send_one<D: Disk, C: Clock>(
     }
     let stored =
         RemotingCommand::success().with_header(&SendMessageResponseHeader::new(id, queue_id, q));
-    Ok(replicated(b, a.end(), wait, stored).await)
+    Ok(replicated(b, a.end(), wait.durable(), stored).await)
 }
 
 async fn send_batch<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     template: MessageInput,
     body: &Bytes,
-    wait: bool,
+    wait: Wait,
 ) -> Reply {
     let items = match decode_batch(body) {
         Ok(items) if !items.is_empty() => items,

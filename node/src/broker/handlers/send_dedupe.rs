@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use sluice_core::disk::Disk;
 use sluice_core::message::{MessageInput, Properties};
-use sluice_core::{Clock, CommitLogOffset};
+use sluice_core::{Clock, CommitLogOffset, Wait};
 use sluice_net::header::SendMessageResponseHeader;
 use sluice_net::remoting::response_code;
 use sluice_net::RemotingCommand;
@@ -154,7 +154,7 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
     topic: &str,
     queue_id: i32,
     msgs: Vec<MessageInput>,
-    wait: bool,
+    wait: Wait,
 ) -> Reply {
     let mut onces = Vec::with_capacity(msgs.len());
     let mut keys_seen = BTreeSet::new();
@@ -215,5 +215,5 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
     let (qid, offset) = first.unwrap_or((queue_id, -1));
     let header = SendMessageResponseHeader::new(ids.join(","), qid, offset);
     let cmd = RemotingCommand::success().with_header(&header);
-    Ok(super::send::replicated(b, CommitLogOffset::new(end), wait, cmd).await)
+    Ok(super::send::replicated(b, CommitLogOffset::new(end), wait.durable(), cmd).await)
 }
