@@ -9,13 +9,16 @@ mod support;
 
 use std::time::Duration;
 
-use in_process::{config, send, start};
+use in_process::{config, send, send_request, start};
 use sluice_core::FlushMode;
 use sluice_net::body::{self, KvTable};
 use sluice_net::header::SendMessageRequestHeaderV2;
+use sluice_net::remoting::frame::{self, FrameLimits};
 use sluice_net::remoting::request_code;
+use sluice_net::transport::FrameReader;
 use sluice_net::RemotingCommand;
 use support::Client;
+use tokio::io::AsyncWriteExt;
 
 const TOPIC: &str = "StatsT";
 const MESSAGES: u64 = 7;
@@ -64,6 +67,45 @@ async fn stats_count_sent_and_pulled_messages_exactly() {
     assert!(snap.store_syncs_total <= MESSAGES);
     assert_eq!(snap.store_fsync_latency_us.count, snap.store_syncs_total);
     assert!(snap.store_synced_bytes_total >= stored_bytes);
+    running.shutdown().await;
+}
+
+/// One connection's pipelined SYNC_FLUSH sends share group-commit syncs:
+/// every RocketMQ client sends all its producer threads' messages over one
+/// connection per broker. (A regression synced each alone while the rest
+/// waited unread in the socket: one sync per message.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_sync_sends_on_one_connection_share_syncs() {
+    const PIPELINED: usize = 32;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config();
+    cfg.store.flush_mode = FlushMode::Sync;
+    let running = start(dir.path(), cfg).await;
+    // Create the topic first, so every pipelined send takes the same path.
+    send(&Client::new(&running.addr), TOPIC, 0, b"first", &[]).await;
+    let before = running.broker.stats().snapshot().store_syncs_total;
+    let mut bytes = Vec::new();
+    for opaque in 1..=PIPELINED {
+        let mut request = send_request(TOPIC, 0, &[b'p'; 1024], &[]);
+        request.opaque = i32::try_from(opaque).expect("small");
+        let limits = FrameLimits::default();
+        bytes.extend_from_slice(&frame::encode_to_bytes(&request, &limits).expect("encodable"));
+    }
+    let stream = tokio::net::TcpStream::connect(&running.addr)
+        .await
+        .expect("connect");
+    let (reader, mut writer) = stream.into_split();
+    writer.write_all(&bytes).await.expect("write");
+    let mut answers = FrameReader::new(reader, FrameLimits::default());
+    for _ in 0..PIPELINED {
+        let answer = answers.next().await.expect("read").expect("an answer");
+        assert_eq!(answer.code, 0, "{:?}", answer.remark);
+    }
+    let syncs = running.broker.stats().snapshot().store_syncs_total - before;
+    assert!(
+        syncs <= PIPELINED as u64 / 4,
+        "{syncs} syncs for {PIPELINED} sends written at once"
+    );
     running.shutdown().await;
 }
 

@@ -96,6 +96,21 @@ pub async fn send(
     body: &[u8],
     props: &[(&str, &str)],
 ) -> i64 {
+    let cmd = send_request(topic, queue_id, body, props);
+    let r = c.call(cmd, Duration::from_secs(5)).await.expect("send");
+    assert_eq!(r.code, 0, "send: {:?}", r.remark);
+    r.header::<SendMessageResponseHeader>()
+        .expect("send response")
+        .queue_offset
+}
+
+/// A `SEND_MESSAGE_V2` request that waits for the store (`WAIT=true`).
+pub fn send_request(
+    topic: &str,
+    queue_id: i32,
+    body: &[u8],
+    props: &[(&str, &str)],
+) -> RemotingCommand {
     let mut p = Properties::new();
     p.insert(keys::WAIT, "true").expect("wait");
     for (k, v) in props {
@@ -117,13 +132,8 @@ pub async fn send(
         m: Some(false),
         n: None,
     };
-    let cmd = RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &h)
-        .with_body(Bytes::copy_from_slice(body));
-    let r = c.call(cmd, Duration::from_secs(5)).await.expect("send");
-    assert_eq!(r.code, 0, "send: {:?}", r.remark);
-    r.header::<SendMessageResponseHeader>()
-        .expect("send response")
-        .queue_offset
+    RemotingCommand::request_with_header(request_code::SEND_MESSAGE_V2, &h)
+        .with_body(Bytes::copy_from_slice(body))
 }
 
 /// A pull by `group` with an explicit subscription (`kind` `TAG` or
