@@ -70,7 +70,7 @@ async fn stats_count_sent_and_pulled_messages_exactly() {
     running.shutdown().await;
 }
 
-/// One connection's pipelined SYNC_FLUSH sends share group-commit syncs:
+/// One connection's pipelined `SYNC_FLUSH` sends share group-commit syncs:
 /// every RocketMQ client sends all its producer threads' messages over one
 /// connection per broker. (A regression synced each alone while the rest
 /// waited unread in the socket: one sync per message.)
