@@ -148,3 +148,30 @@ fn the_commit_log_warms_a_window_ahead_of_its_writes() {
         "the rest of the segment waits until the writes come near"
     );
 }
+
+#[test]
+fn a_prepared_segment_has_just_its_head_warmed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = MmapDisk::new(dir.path()).expect("disk");
+    drop(disk.create_segment("probe", 1 << 20).expect("create"));
+    if !observable(&dir.path().join("probe")) {
+        return;
+    }
+    let segment = 4 * WINDOW;
+    disk.prepare_segment("next", segment);
+    // `create_segment` takes the preparation, waiting for it to finish.
+    let seg = disk.create_segment("next", segment).expect("create");
+    let path = dir.path().join("next");
+    assert_eq!(
+        unwritten_within(&path, 0, blocks(WINDOW)),
+        vec![],
+        "the head the writer starts in is converted before the roll"
+    );
+    assert!(
+        !unwritten_within(&path, blocks(WINDOW), blocks(segment)).is_empty(),
+        "the rest waits for the CommitLog's window (warming a whole \
+         segment at every start cost seconds of CPU and its size in RSS)"
+    );
+    seg.write_at(segment - 8, b"tail").expect("write");
+    assert_eq!(&seg.slice(segment - 8, 4).expect("read")[..], b"tail");
+}

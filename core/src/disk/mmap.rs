@@ -234,8 +234,8 @@ impl Disk for MmapDisk {
             // here made opening a store wait for a gigabyte of page faults
             // (~8 s), and doing it in the background stalled the first
             // seconds of service instead (seconds-long sends when several
-            // nodes start at once). Later segments are prepared ahead and
-            // pre-faulted off the hot path. The CommitLog has the range
+            // nodes start at once). Later segments are prepared ahead with
+            // their head warmed off the hot path. The CommitLog has the range
             // ahead of its writes warmed (`Segment::warm`) as it goes.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
