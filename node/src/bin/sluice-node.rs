@@ -20,6 +20,12 @@ use sluice_node::namesrv::{NameServer, NameServerConfig};
 use sluice_node::peer_auth::{process_salt, SharedSecret};
 use tokio::sync::watch;
 
+/// mimalloc instead of glibc malloc: a send allocates and frees a few
+/// buffers per message across two runtime threads, and glibc's arenas spent
+/// ~29 % of the workers' CPU on it (docs/benchmarks.md, issue 20).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "sluice-node", version, about = "Sluice name server and broker")]
 struct Cli {
