@@ -4,6 +4,8 @@
 # table in docs/benchmarks.md, "Issue 20: side by side with a peer".
 #
 # Usage: docs/peer-bench.sh PEER_ROOT PEERDRV SLUICE_NODE SLUICE [ROUNDS] [WORKLOADS]
+#   (NULL_BROKER=path of `cargo build --release -p sluice-net --example null_broker`
+#    adds the driver-bound ceiling: peerdrv against a broker that stores nothing)
 #   PEER_ROOT  the `cargo install --root` of rocketmq-namesrv and rocketmq-broker 1.0.0
 #              (bin/rocketmq-namesrv-rust, bin/rocketmq-broker-rust); build steps in
 #              ../shared/peer-bench/README.md
@@ -16,8 +18,12 @@
 # Every run starts its broker on a fresh store, 1 KiB bodies, default
 # configs. Systems per round, in this order: peer (its defaults), peer-best
 # (commitLogMicroBatchEnabled = false), sluice (peerdrv), sluice-bench (the
-# same workload from `sluice bench`). One line per run goes to stdout and
-# $OUT: system workload round load1 msgs_per_s p50_us p99_us broker_cpu_us_per_msg.
+# same workload from `sluice bench`), and with NULL_BROKER set, null (peerdrv
+# against null_broker and a Sluice name server; produce workloads only).
+# One line per run goes to stdout and $OUT: system workload round load1
+# msgs_per_s p50_us p99_us broker_cpu_us_per_msg, then for peerdrv runs
+# client_us= (peerdrv's CPU per message) and, for Sluice, warm_us= (the part
+# of the broker's CPU its allocator thread spent warming pages ahead).
 set -u
 peer_root=$1 peerdrv=$2 node=$3 bench=$4 rounds=${5:-3}
 workloads=${6:-"s1 s16 s64 b64x4 f1 f64 fb64x4 drain"}
@@ -30,6 +36,15 @@ tck=$(getconf CLK_TCK)
 warm=3 dur=15
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# CPU ticks of the broker's page-warming thread (Sluice's sluice-disk-alloc).
+warm_ticks() {
+  local t sum=0
+  for t in /proc/"$1"/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = sluice-disk-all ] && sum=$((sum + $(awk '{print $14 + $15}' "$t/stat")))
+  done
+  echo $sum
+}
 
 start_peer() { # $1 = best|default, $2 = async|sync
   rm -rf "$work/peer" && mkdir -p "$work/peer"
@@ -47,6 +62,15 @@ start_peer() { # $1 = best|default, $2 = async|sync
   sleep 5
 }
 
+start_null() {
+  "$node" namesrv --listen 127.0.0.1:9876 >"$work/namesrv.log" 2>&1 &
+  ns_pid=$!
+  sleep 1
+  "$NULL_BROKER" --namesrv 127.0.0.1:9876 --listen 127.0.0.1:10911 >"$work/broker.log" 2>&1 &
+  broker_pid=$!
+  sleep 2
+}
+
 start_sluice() { # $1 = async|sync
   rm -rf "$work/sluice"
   "$node" standalone --data-dir "$work/sluice" --flush "$1" --metrics-listen off \
@@ -61,20 +85,28 @@ stop_all() {
   sleep 1
 }
 
-# peerdrv produce with the workload's flags; prints "msgs p50 p99 cpu_us".
+# peerdrv produce with the workload's flags; prints "msgs p50 p99 cpu_us
+# client_us=… warm_us=…".
 drive() { # $1 = concurrency, $2 = batch
-  local t0 t1 line acked
+  local t0 t1 c0 c1 w0 w1 line acked
   "$peerdrv" produce --topic BenchTopic --concurrency "$1" --batch "$2" --warmup-s $warm \
     --duration-s $dur --size 1024 >"$work/drv.out" 2>"$work/drv.err" &
   local drv=$!
-  sleep $warm; t0=$(ticks "$broker_pid")
-  wait $drv; t1=$(ticks "$broker_pid")
+  sleep $warm; t0=$(ticks "$broker_pid") c0=$(ticks $drv) w0=$(warm_ticks "$broker_pid")
+  # peerdrv's own end is the end of the window: sample it just before.
+  sleep $dur; c1=$(ticks $drv)
+  wait $drv; t1=$(ticks "$broker_pid") w1=$(warm_ticks "$broker_pid")
   line=$(grep RESULT "$work/drv.out" | tail -1)
   acked=$(sed -n 's/.* acked=\([0-9]*\).*/\1/p' <<<"$line")
   echo "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")" \
     "$(sed -n 's/.* p50=\([0-9]*\).*/\1/p' <<<"$line")" \
     "$(sed -n 's/.* p99=\([0-9]*\).*/\1/p' <<<"$line")" \
-    "$(awk -v d=$((t1 - t0)) -v a="${acked:-0}" -v k="$tck" 'BEGIN{ if (a > 0) printf "%.1f", d * 1e6 / k / a; else print "-" }')"
+    "$(per_msg $((t1 - t0)) "$acked")" "client_us=$(per_msg $((c1 - c0)) "$acked")" \
+    "warm_us=$(per_msg $((w1 - w0)) "$acked")"
+}
+
+per_msg() { # $1 = ticks, $2 = messages; prints µs per message
+  awk -v d="$1" -v a="${2:-0}" -v k="$tck" 'BEGIN{ if (a > 0) printf "%.1f", d * 1e6 / k / a; else print "-" }'
 }
 
 # The same workload from `sluice bench`; prints "msgs p50 p99 cpu_us".
@@ -132,10 +164,13 @@ for round in $(seq 1 "$rounds"); do
       drain) ;;
       *) echo "unknown workload $w" >&2; exit 2 ;;
     esac
-    for system in peer peer-best sluice sluice-bench; do
+    systems="peer peer-best sluice sluice-bench"
+    case $w in s1 | s16 | s64 | b64x4) [ -n "${NULL_BROKER:-}" ] && systems="$systems null" ;; esac
+    for system in $systems; do
       case $system in
         peer) start_peer default $flush ;;
         peer-best) start_peer best $flush ;;
+        null) start_null ;;
         *) start_sluice $flush ;;
       esac
       if [ "$w" = drain ]; then
