@@ -14,6 +14,11 @@ fn answering_connection() -> (ConnectionHandle, tokio::io::DuplexStream) {
     let table = HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
         Some(RemotingCommand::success())
     });
+    connection_with(table)
+}
+
+/// A connection served by `table`, and the peer's end of its stream.
+fn connection_with(table: HandlerTable) -> (ConnectionHandle, tokio::io::DuplexStream) {
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let (reader, writer) = tokio::io::split(ours);
     let socket = Socket {
@@ -149,14 +154,7 @@ async fn a_handler_is_told_when_requests_are_queued_behind_it() {
             .push((req.opaque, ctx.queued_behind));
         async { Some(RemotingCommand::success()) }
     });
-    let (ours, theirs) = tokio::io::duplex(64 * 1024);
-    let (reader, writer) = tokio::io::split(ours);
-    let socket = Socket {
-        reader,
-        writer,
-        peer_addr: "127.0.0.1:1".parse().expect("addr"),
-    };
-    let _handle = ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
+    let (_handle, theirs) = connection_with(table);
     let (their_reader, mut their_writer) = tokio::io::split(theirs);
     let mut answers = FrameReader::new(their_reader, FrameLimits::default());
     let encoded = |opaque| {
