@@ -44,10 +44,7 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     // The properties are parsed here, once per send, and passed down.
     let raw = h.properties.as_deref().unwrap_or_default();
     let mut parsed = Properties::parse(raw.as_bytes()).ok();
-    let wait = parsed
-        .as_ref()
-        .and_then(|p| p.get(keys::WAIT).map(|w| w != "false"))
-        .unwrap_or(true);
+    let (wait, store_wait) = waits(parsed.as_ref(), ctx);
     let (uniq_key, stamp) = dedupe_keys(parsed.as_ref());
     let props = with_cluster(raw, parsed.as_mut(), &b.config().cluster_name);
     let template = MessageInput {
@@ -70,15 +67,6 @@ pub(super) async fn handle<D: Disk, C: Clock>(
     // client sends a batch as SEND_MESSAGE(_V2) with `batch=true`, and
     // storing its encoding as one message would ack what was not stored.
     let batch = req.code == request_code::SEND_BATCH_MESSAGE || h.batch == Some(true);
-    // Requests already read behind this one join its sync (group commit
-    // across one connection's pipelined sends).
-    let store_wait = if wait {
-        Wait::Durable {
-            company: ctx.queued_behind,
-        }
-    } else {
-        Wait::No
-    };
     let mut answer = if batch {
         send_batch(b, template, &req.body, store_wait).await?
     } else {
@@ -102,6 +90,24 @@ pub(super) async fn handle<D: Disk, C: Clock>(
         answer.ext_fields.insert("transactionId", key);
     }
     Ok(answer)
+}
+
+/// Whether the producer waits for the store (`WAIT`, true unless "false"),
+/// and how the store waits: requests already read behind this one on its
+/// connection join its sync (group commit across one connection's
+/// pipelined sends).
+fn waits(props: Option<&Properties>, ctx: &RequestContext) -> (bool, Wait) {
+    let wait = props
+        .and_then(|p| p.get(keys::WAIT).map(|w| w != "false"))
+        .unwrap_or(true);
+    let store_wait = if wait {
+        Wait::Durable {
+            company: ctx.queued_behind,
+        }
+    } else {
+        Wait::No
+    };
+    (wait, store_wait)
 }
 
 /// What a send is deduplicated by: its `UNIQ_KEY` and its producer's stamp.
