@@ -93,15 +93,16 @@ drive() { # $1 = concurrency, $2 = batch
     --duration-s $dur --size 1024 >"$work/drv.out" 2>"$work/drv.err" &
   local drv=$!
   sleep $warm; t0=$(ticks "$broker_pid") c0=$(ticks $drv) w0=$(warm_ticks "$broker_pid")
-  # peerdrv's own end is the end of the window: sample it just before.
-  sleep $dur; c1=$(ticks $drv)
+  # peerdrv exits as its window ends: sample it a second before, and
+  # count its CPU against the messages of that part of the window.
+  sleep $((dur - 1)); c1=$(ticks $drv)
   wait $drv; t1=$(ticks "$broker_pid") w1=$(warm_ticks "$broker_pid")
   line=$(grep RESULT "$work/drv.out" | tail -1)
   acked=$(sed -n 's/.* acked=\([0-9]*\).*/\1/p' <<<"$line")
   echo "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' <<<"$line")" \
     "$(sed -n 's/.* p50=\([0-9]*\).*/\1/p' <<<"$line")" \
     "$(sed -n 's/.* p99=\([0-9]*\).*/\1/p' <<<"$line")" \
-    "$(per_msg $((t1 - t0)) "$acked")" "client_us=$(per_msg $((c1 - c0)) "$acked")" \
+    "$(per_msg $((t1 - t0)) "$acked")" "client_us=$(per_msg $((c1 - c0)) $((${acked:-0} * (dur - 1) / dur)))" \
     "warm_us=$(per_msg $((w1 - w0)) "$acked")"
 }
 
