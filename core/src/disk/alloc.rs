@@ -66,9 +66,15 @@ fn warm_chunk(map: &MmapRaw, off: usize, end: usize) -> io::Result<usize> {
     if len == 0 {
         return Ok(end);
     }
+    // Fault the pages in one by one (no readahead): the page cache would
+    // otherwise build large folios here, and a store through the mapping
+    // dirties a whole folio, so every later sync of a few KiB would write
+    // up to 2 MiB. Back to normal readahead afterwards for later readers.
+    let _ = map.advise_range(Advice::Random, off, len);
     // Older kernels lack the advice: the sync then converts only the pages
     // already dirty, which is still correct.
     let _ = map.advise_range(Advice::PopulateWrite, off, len);
+    let _ = map.advise_range(Advice::Normal, off, len);
     map.flush_range(off, len)?;
     Ok(off + len)
 }
@@ -86,10 +92,11 @@ pub(super) const PREPARED_WARM_BYTES: usize = 64 << 20;
 /// (`MAP_POPULATE` would map shared file pages read-only: the first store to
 /// each page would still fault, ~0.4 µs per KiB appended.) Warming the
 /// whole segment here cost ~0.9 core for ~7 s on every fresh start (the
-/// next 1 GiB segment is prepared at once; on a VM that hands freed memory
-/// back to its host, each first touch of a page costs ~30 µs) and kept the
-/// whole segment resident, mostly for bytes a store may not write for
-/// hours; the CommitLog's window warms the rest as it goes.
+/// next 1 GiB segment is prepared at once; that was before warming faulted
+/// single pages: readahead's 2 MiB folios cost ~9 s per GiB to fault in,
+/// single pages ~0.5 s) and kept the whole segment resident, mostly for
+/// bytes a store may not write for hours; the CommitLog's window warms the
+/// rest as it goes.
 pub(super) fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
     let map = allocate_cold(path, len, map_len)?;
     let end = PREPARED_WARM_BYTES.min(map.len());

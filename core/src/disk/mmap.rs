@@ -232,7 +232,7 @@ impl Disk for MmapDisk {
             // index file): allocate now and let appends fault their own
             // pages, as RocketMQ does without warmMappedFile. Pre-faulting
             // here made opening a store wait for a gigabyte of page faults
-            // (~8 s), and doing it in the background stalled the first
+            // (~8 s, faulting the 2 MiB folios readahead built), and doing it in the background stalled the first
             // seconds of service instead (seconds-long sends when several
             // nodes start at once). Later segments are prepared ahead with
             // their head warmed off the hot path. The CommitLog has the range
