@@ -232,9 +232,9 @@ impl Disk for MmapDisk {
             // index file): allocate now and let appends fault their own
             // pages, as RocketMQ does without warmMappedFile. Pre-faulting
             // here made opening a store wait for a gigabyte of page faults
-            // (~8 s, faulting the 2 MiB folios readahead built), and doing it in the background stalled the first
-            // seconds of service instead (seconds-long sends when several
-            // nodes start at once). Later segments are prepared ahead with
+            // (~8 s in the 2 MiB folios readahead built then), and in the
+            // background stalled the first seconds of service instead (when
+            // several nodes start at once). Later segments are prepared with
             // their head warmed off the hot path. The CommitLog has the range
             // ahead of its writes warmed (`Segment::warm`) as it goes.
             let tmp = hidden(&abs, NEW_PREFIX);
