@@ -277,7 +277,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             phys_offset: i64::try_from(w.pos).unwrap_or(i64::MAX),
             store_timestamp_ms: store_ms,
         };
-        // Encoded straight into the segment (the mapping, on a mapped disk).
+        // Encoded once, where the segment chooses (on a mapped disk, into a
+        // staging buffer written with one `pwrite`).
         self.chain
             .write_with(w.pos, len, &mut |out| encode_sealed(msg, &stamp, crc, out))?;
         let appended = Appended {

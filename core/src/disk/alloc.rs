@@ -79,6 +79,14 @@ fn warm_chunk(map: &MmapRaw, off: usize, end: usize) -> io::Result<usize> {
     Ok(off + len)
 }
 
+/// A segment file and its mapping: records and long writes go through the
+/// file (`pwrite`), short writes and reads through the mapping (see
+/// `MmapSegment`).
+pub(super) struct Mapped {
+    pub(super) file: File,
+    pub(super) map: MmapRaw,
+}
+
 /// Bytes at the head of a prepared segment that [`allocate`] warms: what
 /// the CommitLog keeps warmed ahead of its writes, so the first appends
 /// after a roll neither fault nor wait for an extent conversion. The rest
@@ -87,22 +95,22 @@ pub(super) const PREPARED_WARM_BYTES: usize = 64 << 20;
 
 /// Creates `path` (which must not exist), allocates all `len` bytes so
 /// writes never hit a hole, syncs it, maps it, and warms its head (the
-/// first [`PREPARED_WARM_BYTES`]): pre-faulted writable and its extents
-/// converted, as RocketMQ's warmMappedFile does for a whole file.
-/// (`MAP_POPULATE` would map shared file pages read-only: the first store to
-/// each page would still fault, ~0.4 µs per KiB appended.) Warming the
+/// first [`PREPARED_WARM_BYTES`]): its pages in the page cache and its
+/// extents converted, as RocketMQ's warmMappedFile does for a whole file.
+/// (Records are written with `pwrite` since issue 20's "pwrite appends",
+/// so the pages' writable mapping serves only short stores.) Warming the
 /// whole segment here cost ~0.9 core for ~7 s on every fresh start (the
 /// next 1 GiB segment is prepared at once; that was before warming faulted
 /// single pages: readahead's 2 MiB folios cost ~9 s per GiB to fault in,
 /// single pages ~0.5 s) and kept the whole segment resident, mostly for
 /// bytes a store may not write for hours; the CommitLog's window warms the
 /// rest as it goes.
-pub(super) fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
-    let map = allocate_cold(path, len, map_len)?;
-    let end = PREPARED_WARM_BYTES.min(map.len());
+pub(super) fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<Mapped> {
+    let mapped = allocate_cold(path, len, map_len)?;
+    let end = PREPARED_WARM_BYTES.min(mapped.map.len());
     let mut off = 0;
     while off < end {
-        match warm_chunk(&map, off, end) {
+        match warm_chunk(&mapped.map, off, end) {
             Ok(next) => off = next,
             Err(err) => {
                 // Only slower first syncs: the file itself is complete.
@@ -111,11 +119,11 @@ pub(super) fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<Mmap
             }
         }
     }
-    Ok(map)
+    Ok(mapped)
 }
 
 /// Like [`allocate`] without warming the head.
-pub(super) fn allocate_cold(path: &Path, len: u64, map_len: usize) -> io::Result<MmapRaw> {
+pub(super) fn allocate_cold(path: &Path, len: u64, map_len: usize) -> io::Result<Mapped> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -124,11 +132,14 @@ pub(super) fn allocate_cold(path: &Path, len: u64, map_len: usize) -> io::Result
     let result = fallocate(&file, len)
         .and_then(|()| file.sync_all())
         .and_then(|()| MmapOptions::new().len(map_len).map_raw(&file));
-    if result.is_err() {
-        // Best effort: the caller reports the first error, not this one.
-        let _ = fs::remove_file(path);
+    match result {
+        Ok(map) => Ok(Mapped { file, map }),
+        Err(err) => {
+            // Best effort: the caller reports the first error, not this one.
+            let _ = fs::remove_file(path);
+            Err(err)
+        }
     }
-    result
 }
 
 fn fallocate(file: &File, len: u64) -> io::Result<()> {

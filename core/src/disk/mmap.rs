@@ -1,6 +1,7 @@
 //! `MmapDisk`: the production disk. Segments are fully allocated
 //! (`posix_fallocate`) memory-mapped files, warmed ahead of the writer;
-//! reads are zero-copy views of the mapping; `sync` is an msync, on the
+//! reads are zero-copy views of the mapping, records and long writes go
+//! through the file (`mmap/segment.rs` says why); `sync` is an msync, on the
 //! caller's thread for a short range and on a dedicated thread otherwise.
 //! Invariant: a segment's name is visible only once the file is fully allocated.
 #![allow(unsafe_code)]
@@ -16,13 +17,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 
-use bytes::Bytes;
 use futures_channel::oneshot;
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::MmapOptions;
 
-use super::alloc::{self, allocate, allocate_cold};
+use super::alloc::{allocate, allocate_cold, Mapped};
 use super::check_path;
-use super::{Disk, DiskSpace, Segment};
+use super::{Disk, DiskSpace};
 
 /// Largest file `read_small` will load; a limit checked before allocating.
 pub const SMALL_FILE_BYTES_MAX: u64 = 64 << 20;
@@ -44,7 +44,7 @@ type Job = Box<dyn FnOnce() + Send>;
 /// State of a segment handed to the allocator thread.
 enum Prep {
     Pending,
-    Ready { len: u64, map: MmapRaw },
+    Ready { len: u64, mapped: Mapped },
     Failed,
 }
 
@@ -161,14 +161,13 @@ impl MmapDisk {
         run_on(&self.inner.sync_jobs, job).await
     }
 
-    fn segment(&self, path: PathBuf, map: MmapRaw) -> MmapSegment {
-        MmapSegment {
-            size_bytes: map.len() as u64,
-            map: Arc::new(map),
+    fn segment(&self, path: PathBuf, mapped: Mapped) -> MmapSegment {
+        MmapSegment::new(
             path,
-            sync_jobs: self.inner.sync_jobs.clone(),
-            alloc_jobs: self.inner.alloc_jobs.clone(),
-        }
+            mapped,
+            self.inner.sync_jobs.clone(),
+            self.inner.alloc_jobs.clone(),
+        )
     }
 }
 
@@ -218,15 +217,15 @@ impl Disk for MmapDisk {
         let dir = parent(&abs);
         ensure_dir(&self.inner.root, dir)?;
         let prepared = match self.inner.preps.take(path) {
-            Some(Prep::Ready { len: ready, map }) if ready == len => Some(map),
+            Some(Prep::Ready { len: ready, mapped }) if ready == len => Some(mapped),
             Some(Prep::Ready { .. }) => {
                 remove_if_exists(&hidden(&abs, PREP_PREFIX))?;
                 None
             }
             Some(Prep::Pending | Prep::Failed) | None => None,
         };
-        let (tmp, map) = if let Some(map) = prepared {
-            (hidden(&abs, PREP_PREFIX), map)
+        let (tmp, mapped) = if let Some(mapped) = prepared {
+            (hidden(&abs, PREP_PREFIX), mapped)
         } else {
             // Not prepared ahead (the first segment of a fresh store, an
             // index file): allocate now and let appends fault their own
@@ -239,8 +238,8 @@ impl Disk for MmapDisk {
             // ahead of its writes warmed (`Segment::warm`) as it goes.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
-            let map = allocate_cold(&tmp, len, map_len)?;
-            (tmp, map)
+            let mapped = allocate_cold(&tmp, len, map_len)?;
+            (tmp, mapped)
         };
         // `hard_link` refuses to replace an existing name, unlike `rename`,
         // so a racing creator gets AlreadyExists instead of a lost segment.
@@ -248,7 +247,7 @@ impl Disk for MmapDisk {
         remove_if_exists(&tmp)?;
         linked?;
         sync_dir(dir)?;
-        Ok(self.segment(abs, map))
+        Ok(self.segment(abs, mapped))
     }
 
     fn prepare_segment(&self, path: &str, len: u64) {
@@ -283,7 +282,7 @@ impl Disk for MmapDisk {
                 .and_then(|()| allocate(&tmp, len, map_len));
             let key = guard.key.take().expect("invariant: the job runs once");
             match result {
-                Ok(map) => guard.preps.finish(key, Prep::Ready { len, map }),
+                Ok(mapped) => guard.preps.finish(key, Prep::Ready { len, mapped }),
                 Err(err) => {
                     tracing::warn!(path = %key, %err, "segment preparation failed");
                     guard.preps.finish(key, Prep::Failed);
@@ -305,7 +304,7 @@ impl Disk for MmapDisk {
         let map_len = check_len(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{path} is empty")))?;
         let map = MmapOptions::new().len(map_len).map_raw(&file)?;
-        Ok(Some(self.segment(abs, map)))
+        Ok(Some(self.segment(abs, Mapped { file, map })))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {
@@ -409,140 +408,6 @@ impl Disk for MmapDisk {
     }
 }
 
-/// A mapped segment file. Clones are cheap and share the mapping.
-///
-/// Contract (as for any shared mapping): never `write_at` a range while a
-/// `slice` of it is alive; the store appends above its committed position
-/// and hands out slices only below it. Never truncate the file while mapped.
-#[derive(Clone)]
-pub struct MmapSegment {
-    map: Arc<MmapRaw>,
-    size_bytes: u64,
-    path: PathBuf,
-    sync_jobs: mpsc::Sender<Job>,
-    alloc_jobs: mpsc::Sender<Job>,
-}
-
-impl std::fmt::Debug for MmapSegment {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MmapSegment")
-            .field("path", &self.path)
-            .field("size_bytes", &self.size_bytes)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MmapSegment {
-    /// Checks `[off, off + len)` lies inside the mapping and returns `off`
-    /// and `len` as `usize`.
-    fn range(&self, off: u64, len: u64) -> io::Result<(usize, usize)> {
-        match off.checked_add(len) {
-            Some(end) if end <= self.size_bytes => {
-                // The mapping is `size_bytes` long in memory, so both fit.
-                let off = usize::try_from(off).expect("invariant: offset inside a mapping");
-                let len = usize::try_from(len).expect("invariant: length inside a mapping");
-                Ok((off, len))
-            }
-            _ => Err(invalid(format!(
-                "range {off}+{len} outside {} of {} bytes",
-                self.path.display(),
-                self.size_bytes
-            ))),
-        }
-    }
-}
-
-/// Owner of a zero-copy view: keeps the mapping alive for the `Bytes`.
-struct MapView {
-    map: Arc<MmapRaw>,
-    off: usize,
-    len: usize,
-}
-
-impl AsRef<[u8]> for MapView {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `off + len <= map.len()` was checked when the view was
-        // made, and `map` keeps the mapping alive as long as `self`. The
-        // store reads only below its committed position and writes only
-        // above it, so no `write_at` mutates these bytes while they are
-        // borrowed; the file is never truncated while mapped.
-        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.off), self.len) }
-    }
-}
-
-impl Segment for MmapSegment {
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes
-    }
-
-    fn write_at(&self, off: u64, buf: &[u8]) -> io::Result<()> {
-        let (off, len) = self.range(off, buf.len() as u64)?;
-        // SAFETY: the destination `[off, off + len)` is inside the mapping
-        // (checked above), which `self.map` keeps alive. `ptr::copy` allows
-        // `buf` to overlap the mapping (e.g. a slice of this segment). The
-        // store never writes a range that readers may be viewing (see
-        // `MapView`), and the file is fully allocated, so no SIGBUS on ENOSPC.
-        unsafe { std::ptr::copy(buf.as_ptr(), self.map.as_mut_ptr().add(off), len) };
-        Ok(())
-    }
-
-    fn write_with(&self, off: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
-        let (off, len) = self.range(off, len as u64)?;
-        // SAFETY: `[off, off + len)` is inside the mapping (checked above),
-        // which `self.map` keeps alive for the borrow. As for `write_at`, the
-        // store never fills a range that readers may be viewing (see
-        // `MapView`) and has one writer per range (the put lock), so no other
-        // reference to these bytes exists while `fill` runs; the file is
-        // fully allocated, so no SIGBUS on ENOSPC.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(off), len) };
-        fill(dst);
-        Ok(())
-    }
-
-    fn slice(&self, off: u64, len: usize) -> io::Result<Bytes> {
-        let (off, len) = self.range(off, len as u64)?;
-        Ok(Bytes::from_owner(MapView {
-            map: Arc::clone(&self.map),
-            off,
-            len,
-        }))
-    }
-
-    fn read_at(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
-        let (off, len) = self.range(off, buf.len() as u64)?;
-        let map = Arc::clone(&self.map); // a view without a `Bytes` to own it
-        buf.copy_from_slice(MapView { map, off, len }.as_ref());
-        Ok(())
-    }
-
-    async fn sync(&self, off: u64, len: u64) -> io::Result<()> {
-        let (off, len) = self.range(off, len)?;
-        if len == 0 {
-            return Ok(());
-        }
-        if len <= INLINE_SYNC_BYTES_MAX {
-            // On the caller's thread: for a few pages the hop to the sync
-            // thread and back (two cross-thread wake-ups) costs about as
-            // much as the msync itself.
-            return self.map.flush_range(off, len);
-        }
-        let map = Arc::clone(&self.map);
-        run_on(&self.sync_jobs, move || map.flush_range(off, len)).await
-    }
-
-    /// Queues the warming on the allocator thread; it stops early if the
-    /// segment is dropped. A range outside the segment is ignored.
-    fn warm(&self, off: u64, len: u64) {
-        let Ok((off, len)) = self.range(off, len) else {
-            return;
-        };
-        let map = Arc::downgrade(&self.map);
-        let _ = self
-            .alloc_jobs
-            .send(Box::new(move || alloc::warm_while_alive(&map, off, len)));
-    }
-}
-
 /// Creates the missing directories between `root` and `dir`, syncing each
 /// new directory's parent so the new entries are durable.
 fn ensure_dir(root: &Path, dir: &Path) -> io::Result<()> {
@@ -599,6 +464,10 @@ fn check_len(len: u64) -> io::Result<usize> {
 pub(super) fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
+
+mod segment;
+
+pub use segment::MmapSegment;
 
 #[cfg(test)]
 mod tests;

@@ -35,7 +35,7 @@ pub(crate) fn check_path(path: &str) -> io::Result<()> {
 
 /// One pre-allocated, fixed-size file (a CommitLog or ConsumeQueue segment).
 ///
-/// Writes land in the page cache (the mapping); they survive a process crash
+/// Writes land in the page cache; they survive a process crash
 /// but not a power loss until a `sync` covering them has completed.
 pub trait Segment: Send + Sync + 'static {
     /// Fixed size in bytes, chosen at creation; never changes.
@@ -47,10 +47,11 @@ pub trait Segment: Send + Sync + 'static {
 
     /// Fills `[off, off + len)` in place: `fill` gets exactly `len` bytes
     /// and must write every one of them (their prior contents are
-    /// unspecified). A mapped file hands out the mapping itself, so a
-    /// record is encoded once, with no copy; the default fills a buffer and
-    /// copies it with `write_at`. Fails (never panics) when the range is
-    /// outside the segment, before `fill` runs.
+    /// unspecified). The CommitLog encodes its records with this, so a
+    /// disk may choose where they are encoded (the production disk: into a
+    /// staging buffer written with one `pwrite`, see `MmapSegment`); the
+    /// default fills a buffer and copies it with `write_at`. Fails (never
+    /// panics) when the range is outside the segment, before `fill` runs.
     fn write_with(&self, off: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
         check_write(self.size_bytes(), off, len as u64)?;
         let mut buf = vec![0; len];

@@ -1,6 +1,7 @@
 //! Tests of the production disk.
 
 use super::*;
+use crate::disk::Segment;
 
 #[test]
 fn unclaimed_preparation_leaves_only_a_hidden_file() {
