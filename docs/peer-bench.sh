@@ -137,14 +137,16 @@ push_detail() { # $1 = backlog, $2 = push output
     END { if (p > f) printf "to99=%.0f rejected=%d", 0.99 * n / (p - f), r; else printf "to99=- rejected=%d", r }'
 }
 
+# Each step is cut off after 5 minutes: the peer's fill once hung for 90
+# (a cut-off step reports what it printed, or "-").
 drain_and_push() { # prints: drain msgs/s, push msgs/s (first to last), backlog, push detail
-  "$peerdrv" produce --topic DrainTopic --concurrency 4 --batch 64 --total 1000000 --size 1024 \
+  timeout 300 "$peerdrv" produce --topic DrainTopic --concurrency 4 --batch 64 --total 1000000 --size 1024 \
     >"$work/fill.out" 2>&1
   local n
   n=$(sed -n 's/.* acked=\([0-9]*\).*/\1/p' "$work/fill.out" | tail -1)
-  "$peerdrv" drain --topic DrainTopic --expect "${n:-1000000}" --pull-batch 32 --idle-s 15 \
+  timeout 300 "$peerdrv" drain --topic DrainTopic --expect "${n:-1000000}" --pull-batch 32 --idle-s 15 \
     >"$work/drain.out" 2>&1
-  "$peerdrv" push --topic DrainTopic --expect "${n:-1000000}" --idle-s 20 >"$work/push.out" 2>&1
+  timeout 300 "$peerdrv" push --topic DrainTopic --expect "${n:-1000000}" --idle-s 20 >"$work/push.out" 2>&1
   echo "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' "$work/drain.out" | tail -1)" \
     "$(sed -n 's/.*msgs_per_s=\([0-9.]*\).*/\1/p' "$work/push.out" | tail -1)" "${n:-0}" \
     "$(push_detail "${n:-1000000}" "$work/push.out")"
