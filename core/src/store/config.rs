@@ -94,6 +94,18 @@ pub struct StoreConfig {
     pub disk_used_ratio_reject: f64,
     /// Segments deleted per retention pass at most (RocketMQ: 10).
     pub retention_segments_per_pass_max: usize,
+    /// A checkpoint syncs the key index only when this long has passed
+    /// since the index was last synced (0: at every checkpoint). Between
+    /// those, checkpoints cover the CommitLog and the ConsumeQueues only,
+    /// and an abnormal restart re-indexes the records after the index's own
+    /// cursor. Syncing the index writes back every hash-slot page a key
+    /// touched (they are spread over the whole slot table: ~20 MB for a
+    /// default file), so at every 1 s checkpoint it was most of the
+    /// broker's write-back. RocketMQ syncs an index file only when full.
+    pub index_sync_interval_ms: u64,
+    /// ... or when the CommitLog has grown by this much since: bounds the
+    /// re-indexing an abnormal restart does (0: at every checkpoint).
+    pub index_sync_lag_bytes: u64,
     /// On an abnormal restart, how many bytes before the checkpoint are
     /// re-verified (CRC and offsets) to catch corruption of older data.
     pub recovery_verify_bytes: u64,
@@ -128,6 +140,8 @@ impl Default for StoreConfig {
             disk_pressure_retention: DiskPressureRetention::Consumed,
             disk_used_ratio_reject: 0.90,
             retention_segments_per_pass_max: 10,
+            index_sync_interval_ms: 10_000,
+            index_sync_lag_bytes: 256 << 20,
             recovery_verify_bytes: 64 << 20,
             repair_truncate_corrupt: false,
             replicated: false,

@@ -30,7 +30,7 @@ use crate::commit_log::{Appended, CommitLog};
 use crate::consume_queue::ConsumeQueueTable;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::index::IndexService;
+use crate::index::{IndexMark, IndexService};
 use crate::message::{validate_topic, MessageInput, StoredRecord};
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::join;
@@ -58,10 +58,23 @@ pub struct MessageStore<D: Disk, C: Clock> {
     consumed_floor: RwLock<Option<ConsumedFloor>>,
     shut_down: AtomicBool,
     checkpointing: AtomicBool,
+    /// Where the index was last made durable (what checkpoints name until
+    /// it is synced again).
+    index_synced: Mutex<IndexSynced>,
     /// Consumers see nothing at or past this offset (`u64::MAX`: no gate).
     /// A SYNC-replicated broker sets it to the offset its in-sync set holds.
     confirmed: AtomicU64,
     appended: RwLock<Option<AppendListener>>,
+}
+
+/// The index's own safe point: the records below `at` have their index
+/// entries durable, the index then standing at `mark`; synced at monotonic
+/// time `when`.
+#[derive(Clone, Copy, Debug, Default)]
+struct IndexSynced {
+    at: u64,
+    mark: IndexMark,
+    when: std::time::Duration,
 }
 
 /// Told the CommitLog's new written end after every put (a master's
@@ -326,7 +339,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 .insert(cq.queue_id(), cq.max_offset().0);
         }
         self.log.rewind(to, queue_next);
-        self.write_checkpoint().await?;
+        self.write_checkpoint(true).await?;
         self.log.chain().truncate(to).await?;
         tracing::warn!(offset = to, "CommitLog truncated to the master's history");
         Ok(())
@@ -450,19 +463,22 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     }
 
     /// Writes a checkpoint: flushes the log up to the dispatch cursor, syncs
-    /// the ConsumeQueues and the index, then records the safe point. A
-    /// concurrent call returns at once.
+    /// the ConsumeQueues and, when due (`StoreConfig::index_sync_*`), the
+    /// index, then records the safe points. A concurrent call returns at
+    /// once.
     pub async fn checkpoint(&self) -> Result<()> {
         if self.checkpointing.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let result = self.write_checkpoint().await;
+        let result = self.write_checkpoint(false).await;
         self.checkpointing.store(false, Ordering::Release);
         result
     }
 
-    async fn write_checkpoint(&self) -> Result<()> {
-        let (cp, lens) = {
+    /// Writes a checkpoint; `sync_index` syncs the index whether due or not
+    /// (a clean stop, a truncation, the end of recovery).
+    async fn write_checkpoint(&self, sync_index: bool) -> Result<()> {
+        let (mut cp, lens, index_now) = {
             let d = self.lock_dispatcher();
             let queues: Vec<_> = self.queues.all();
             let marks: Vec<QueueMark> = queues
@@ -474,13 +490,15 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                     min: Some(q.min_offset().0),
                 })
                 .collect();
+            let synced = *self.lock_index_synced();
             let cp = Checkpoint {
                 dispatched: d.cursor,
                 last_store_ms: d.last_store_ms,
-                index: self.index.mark(),
+                index_dispatched: synced.at.min(d.cursor),
+                index: synced.mark,
                 queues: marks,
             };
-            (cp, queues)
+            (cp, queues, self.index.mark())
         };
         self.log
             .wait_durable(CommitLogOffset(cp.dispatched))
@@ -488,7 +506,16 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         for (q, mark) in lens.iter().zip(&cp.queues) {
             q.sync(QueueOffset(mark.len)).await?;
         }
-        self.index.sync().await?;
+        if sync_index || self.index_sync_due(cp.dispatched) {
+            self.index.sync().await?;
+            let synced = IndexSynced {
+                at: cp.dispatched,
+                mark: index_now,
+                when: self.clock.monotonic(),
+            };
+            *self.lock_index_synced() = synced;
+            (cp.index_dispatched, cp.index) = (synced.at, synced.mark);
+        }
         let path = join(&self.config.root, CHECKPOINT_FILE);
         self.disk
             .replace_atomically(&path, &cp.encode())
@@ -496,12 +523,28 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             .map_err(|e| Error::io("write", &path, e))
     }
 
+    /// True when the index has gone unsynced too long, or over too much of
+    /// the log, at a checkpoint of `dispatched`.
+    fn index_sync_due(&self, dispatched: u64) -> bool {
+        let last = *self.lock_index_synced();
+        let interval = std::time::Duration::from_millis(self.config.index_sync_interval_ms);
+        self.clock.monotonic().saturating_sub(last.when) >= interval
+            || dispatched.saturating_sub(last.at) >= self.config.index_sync_lag_bytes
+            || dispatched < last.at
+    }
+
+    fn lock_index_synced(&self) -> std::sync::MutexGuard<'_, IndexSynced> {
+        self.index_synced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Flushes everything, writes a final checkpoint and removes the abort
     /// marker, so the next start is a clean one. Puts fail afterwards.
     pub async fn shutdown(&self) -> Result<()> {
         self.shut_down.store(true, Ordering::Release);
         self.flush().await?;
-        self.write_checkpoint().await?;
+        self.write_checkpoint(true).await?;
         let path = join(&self.config.root, ABORT_FILE);
         self.disk
             .remove(&path)

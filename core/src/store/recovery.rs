@@ -48,6 +48,9 @@ pub(super) async fn open<D: Disk, C: Clock>(
     let checkpoint = read_checkpoint(&disk, &config)?;
     let (log, checkpoint) = open_log(&disk, &clock, &config, checkpoint)?;
     let (index, rebuild_index) = open_index(&disk, &config, checkpoint.as_ref())?;
+    let log_min = log.min_offset().0;
+    let index_synced = index_safe_point(checkpoint.as_ref(), rebuild_index, log_min, &clock);
+    let index_from = index_synced.at;
     let queues = ConsumeQueueTable::new(
         disk.clone(),
         &join(&config.root, "consumequeue"),
@@ -67,14 +70,14 @@ pub(super) async fn open<D: Disk, C: Clock>(
         consumed_floor: RwLock::new(None),
         shut_down: AtomicBool::new(false),
         checkpointing: AtomicBool::new(false),
+        index_synced: Mutex::new(index_synced),
         confirmed: AtomicU64::new(u64::MAX),
         appended: RwLock::new(None),
     };
-    let log_min = store.log.min_offset().0;
     let start = checkpoint.as_ref().map_or(log_min, |cp| cp.dispatched);
     let damaged = store.restore_queues(checkpoint.as_ref(), start).await?;
     let verify = abnormal && checkpoint.is_some();
-    let scan_from = store.verify_and_rebuild(verify, start, &damaged, rebuild_index)?;
+    let scan_from = store.verify_and_rebuild(verify, start, &damaged, index_from)?;
     let last_ms = checkpoint.as_ref().map_or(0, |cp| cp.last_store_ms);
     let tail = if scan_from == start {
         store.scan_after_safe_point(start, last_ms)?
@@ -97,7 +100,7 @@ pub(super) async fn open<D: Disk, C: Clock>(
     }
     // The previous checkpoint stays valid (its safe point is not past the
     // log's end); the periodic checkpoint writes the new one later.
-    tolerate_full(store.write_checkpoint().await, "the checkpoint")?;
+    tolerate_full(store.write_checkpoint(true).await, "the checkpoint")?;
     tracing::info!(end, abnormal, "store opened");
     Ok(store)
 }
@@ -213,6 +216,26 @@ fn open_index<D: Disk>(
     Ok((index, true))
 }
 
+/// Where the index's durable state ends: the records from there on have
+/// their index entries re-derived (all of them when the index is rebuilt),
+/// and the index as it stood there.
+fn index_safe_point(
+    checkpoint: Option<&Checkpoint>,
+    rebuild_index: bool,
+    log_min: u64,
+    clock: &impl Clock,
+) -> super::IndexSynced {
+    let (at, mark) = match checkpoint {
+        Some(cp) if !rebuild_index => (cp.index_dispatched.max(log_min), cp.index),
+        _ => (log_min, IndexMark::default()),
+    };
+    super::IndexSynced {
+        at,
+        mark,
+        when: clock.monotonic(),
+    }
+}
+
 fn read_checkpoint<D: Disk>(disk: &D, config: &StoreConfig) -> Result<Option<Checkpoint>> {
     let path = join(&config.root, CHECKPOINT_FILE);
     let Some(raw) = disk
@@ -284,16 +307,17 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         Ok(())
     }
 
-    /// Below the safe point: rebuilds damaged queues (and the index) from
-    /// the start of the log and, after a crash, re-verifies a window of the
-    /// log. Returns where the forward scan starts: `start`, or the damaged
+    /// Below the safe point: rebuilds damaged queues from the start of the
+    /// log, re-indexes the records from `index_from` (the start of the log
+    /// when the index is rebuilt) and, after a crash, re-verifies a window
+    /// of the log. Returns where the forward scan starts: `start`, or the damaged
     /// offset when a repair truncates there.
     fn verify_and_rebuild(
         &self,
         verify: bool,
         start: u64,
         damaged: &BTreeSet<(String, i32)>,
-        rebuild_index: bool,
+        index_from: u64,
     ) -> Result<u64> {
         let log_min = self.log.min_offset().0;
         let verify_from = if verify {
@@ -304,8 +328,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         } else {
             start
         };
-        let rebuild_from = if damaged.is_empty() && !rebuild_index {
-            start
+        let rebuild_from = if damaged.is_empty() {
+            index_from.min(start)
         } else {
             log_min
         };
@@ -313,11 +337,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if walk_from >= start {
             return Ok(start);
         }
-        let scope = Scope::Rebuild {
-            queues: damaged,
-            index: rebuild_index,
-        };
-        match self.walk(walk_from, start, rebuild_from, scope)? {
+        match self.walk(walk_from, start, rebuild_from, damaged, index_from)? {
             WalkEnd::Reached => Ok(start),
             WalkEnd::Damaged { at, reason } if self.config.repair_truncate_corrupt => {
                 tracing::warn!(
@@ -453,13 +473,21 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Walks records from `from` (a record boundary) to exactly `to`,
     /// dispatching in `scope` those at or after `dispatch_from`.
-    fn walk(&self, from: u64, to: u64, dispatch_from: u64, scope: Scope<'_>) -> Result<WalkEnd> {
+    fn walk(
+        &self,
+        from: u64,
+        to: u64,
+        dispatch_from: u64,
+        queues: &BTreeSet<(String, i32)>,
+        index_from: u64,
+    ) -> Result<WalkEnd> {
         let mut pos = from;
         while pos < to {
             match step(self.log.chain(), pos) {
                 Step::Record(rec, _) => {
                     if pos >= dispatch_from {
-                        self.dispatch_record(&rec, scope)?;
+                        let index = pos >= index_from;
+                        self.dispatch_record(&rec, Scope::Rebuild { queues, index })?;
                     }
                     pos += u64::from(rec.total_size);
                 }

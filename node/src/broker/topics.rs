@@ -100,6 +100,12 @@ impl TopicTable {
         self.lock().topics.get(topic).cloned()
     }
 
+    /// What a send needs of the topic's configuration, without copying its
+    /// name and attributes (the send path asks once per message).
+    pub fn write_view(&self, topic: &str) -> Option<WriteView> {
+        self.lock().topics.get(topic).map(WriteView::of)
+    }
+
     /// Creates or replaces a topic; true when anything changed.
     pub fn put(&self, config: TopicConfig, now_ms: i64) -> bool {
         let mut inner = self.lock();
@@ -189,6 +195,25 @@ impl TopicTable {
 fn bump(v: &mut DataVersion, now_ms: i64) {
     v.counter += 1;
     v.timestamp = now_ms;
+}
+
+/// A topic's permission and write queue count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteView {
+    /// `PERM_*` bits.
+    pub perm: i32,
+    /// Queues a producer writes.
+    pub write_queue_nums: i32,
+}
+
+impl WriteView {
+    /// The view of `tc`.
+    pub fn of(tc: &TopicConfig) -> Self {
+        Self {
+            perm: tc.perm,
+            write_queue_nums: tc.write_queue_nums,
+        }
+    }
 }
 
 #[cfg(test)]

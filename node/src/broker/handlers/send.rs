@@ -354,9 +354,9 @@ async fn resolve_topic<D: Disk, C: Clock>(
     b: &Broker<D, C>,
     topic: &str,
     h: &SendMessageRequestHeader,
-) -> Option<sluice_net::body::TopicConfig> {
-    if let Some(tc) = b.topics().get(topic) {
-        return Some(tc);
+) -> Option<crate::broker::topics::WriteView> {
+    if let Some(view) = b.topics().write_view(topic) {
+        return Some(view);
     }
     let created = if is_retry_topic(topic) {
         Some(
@@ -376,5 +376,5 @@ async fn resolve_topic<D: Disk, C: Clock>(
         tracing::info!(topic, "topic auto-created");
         b.topics_updated().await;
     }
-    created
+    created.as_ref().map(crate::broker::topics::WriteView::of)
 }
