@@ -1,4 +1,7 @@
-//! Warming builds the page cache of a segment out of single pages. A store
+//! Warming builds the page cache of a segment out of single pages, and
+//! leaves them cached but no longer mapped: a page mapped writable costs a
+//! TLB shootdown each time writeback cleans it (docs/benchmarks.md, issue
+//! 20, "index sync and unmapped warming"). A store
 //! through a shared mapping dirties a whole folio, so on a kernel that
 //! gives file mappings large folios (ext4 on Linux ≥ 6.16, through the
 //! fault path's readahead) a sync of one 1 KiB message wrote back up to
@@ -67,6 +70,64 @@ fn large_once_present(addr: usize, len: usize) -> Option<usize> {
     }
 }
 
+/// `(pages in the page cache, pages mapped)` of `[addr, addr + len)`;
+/// `None` when this process cannot read its own page map.
+fn cached_and_mapped(addr: usize, len: usize) -> Option<(usize, usize)> {
+    let mut vec = vec![0u8; len / PAGE];
+    // SAFETY: `addr` is page-aligned and `[addr, addr + len)` lies in one
+    // live mapping; `vec` has one byte per page.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
+    assert_eq!(rc, 0, "mincore");
+    let cached = vec.iter().filter(|b| **b & 1 != 0).count();
+    let pagemap = File::open("/proc/self/pagemap").ok()?;
+    let mut mapped = 0;
+    for page in (addr..addr + len).step_by(PAGE) {
+        let mut entry = [0; 8];
+        pagemap
+            .read_exact_at(&mut entry, (page / PAGE * 8) as u64)
+            .ok()?;
+        mapped += usize::from(u64::from_le_bytes(entry) >> 63 == 1);
+    }
+    Some((cached, mapped))
+}
+
+/// Waits (up to 30 s) for warming to leave every page of the range cached
+/// and none mapped; the last state seen.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "waits for the production disk's allocator thread in real time"
+)]
+fn settled(addr: usize, len: usize) -> Option<(usize, usize)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = cached_and_mapped(addr, len)?;
+        if state == (len / PAGE, 0) || Instant::now() > deadline {
+            return Some(state);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn warmed_pages_stay_in_the_page_cache_but_leave_the_mapping() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = MmapDisk::new(dir.path()).expect("disk");
+    let seg = disk.create_segment("seg", RANGE as u64).expect("create");
+    seg.warm(0, RANGE as u64);
+    let view = seg.slice(0, RANGE).expect("view");
+    let Some(state) = settled(view.as_ptr() as usize, RANGE) else {
+        eprintln!("skipped: /proc/self/pagemap is unreadable here");
+        return;
+    };
+    assert_eq!(
+        state,
+        (RANGE / PAGE, 0),
+        "(cached, mapped) pages after warming"
+    );
+    // The bytes read back as zeros through the mapping.
+    assert!(view.iter().all(|b| *b == 0));
+}
+
 /// Whether the mapping holding `addr` is still advised `MADV_RANDOM`
 /// (`rr` in its smaps `VmFlags`).
 fn random_advice(addr: usize) -> bool {
@@ -133,6 +194,11 @@ fn a_warmed_range_is_single_pages_with_normal_readahead_after() {
     seg.warm(0, RANGE as u64);
     let view = seg.slice(0, RANGE).expect("view");
     let addr = view.as_ptr() as usize;
+    // Warming unmaps what it faulted in: read the pages back in (mapping
+    // the folios warming built) to see their sizes.
+    settled(addr, RANGE);
+    let sum = view.iter().step_by(PAGE).fold(0u8, |a, b| a ^ *b);
+    assert_eq!(std::hint::black_box(sum), 0);
     assert_eq!(
         large_once_present(addr, RANGE),
         Some(0),
