@@ -14,6 +14,8 @@
 //! commit_log_segment_bytes = 1073741824
 //! index_slots = 5000000          # hash slots per index file (RocketMQ's)
 //! index_entries = 20000000       # entries per index file (420 MB files)
+//! index_sync_interval_ms = 10000 # the key index is synced this often (0: every checkpoint),
+//! index_sync_lag_bytes = 268435456 # or once the log grew this much; a crash re-indexes the rest
 //! file_reserved_hours = 72
 //! disk_pressure_retention = "consumed" # above 75% disk use, delete early only segments every
 //!                                 # group consumed ("force": oldest first, unread or not)
@@ -135,6 +137,11 @@ pub struct BrokerFile {
     pub index_slots: Option<u32>,
     /// Entries per index file.
     pub index_entries: Option<u32>,
+    /// How often the key index is synced (0: at every checkpoint).
+    pub index_sync_interval_ms: Option<u64>,
+    /// Log growth after which the key index is synced sooner (0: at every
+    /// checkpoint).
+    pub index_sync_lag_bytes: Option<u64>,
     /// Largest message body.
     pub body_bytes_max: Option<usize>,
     /// Also listen on port − 2.
@@ -275,10 +282,37 @@ impl BrokerFile {
         }
     }
 
+    /// The key index's geometry and sync cadence.
+    fn apply_index(&self, store: &mut sluice_core::StoreConfig) -> Result<()> {
+        for (name, value, slot) in [
+            ("index_slots", self.index_slots, &mut store.index_slots),
+            (
+                "index_entries",
+                self.index_entries,
+                &mut store.index_entries,
+            ),
+        ] {
+            if let Some(v) = value {
+                if v == 0 {
+                    return Err(Error::Config(format!("{name} must be at least 1")));
+                }
+                *slot = v;
+            }
+        }
+        if let Some(v) = self.index_sync_interval_ms {
+            store.index_sync_interval_ms = v;
+        }
+        if let Some(v) = self.index_sync_lag_bytes {
+            store.index_sync_lag_bytes = v;
+        }
+        Ok(())
+    }
+
     /// Applies the file over the defaults; returns the config and data dir.
     pub fn into_config(mut self) -> Result<(BrokerConfig, String)> {
         let mut c = BrokerConfig::default();
         self.apply_tuning(&mut c)?;
+        self.apply_index(&mut c.store)?;
         self.apply_identity(&mut c);
         store_modes(self.flush_mode, self.disk_pressure_retention, &mut c.store)?;
         if let Some(v) = self.auto_create_topic {
@@ -291,21 +325,6 @@ impl BrokerFile {
                 ));
             }
             c.store.commit_log_segment_bytes = v;
-        }
-        for (name, value, slot) in [
-            ("index_slots", self.index_slots, &mut c.store.index_slots),
-            (
-                "index_entries",
-                self.index_entries,
-                &mut c.store.index_entries,
-            ),
-        ] {
-            if let Some(v) = value {
-                if v == 0 {
-                    return Err(Error::Config(format!("{name} must be at least 1")));
-                }
-                *slot = v;
-            }
         }
         if let Some(v) = self.file_reserved_hours {
             c.store.file_reserved_ms = v.saturating_mul(3_600_000);
@@ -498,6 +517,14 @@ mod tests {
             .into_config()
             .expect("valid");
         assert_eq!((c.store.index_slots, c.store.index_entries), (64, 256));
+        let (c, _) = BrokerFile::parse("index_sync_interval_ms = 0\nindex_sync_lag_bytes = 4096")
+            .expect("parses")
+            .into_config()
+            .expect("valid");
+        assert_eq!(
+            (c.store.index_sync_interval_ms, c.store.index_sync_lag_bytes),
+            (0, 4096)
+        );
         assert!(BrokerFile::parse("index_slots = 0")
             .expect("parses")
             .into_config()
