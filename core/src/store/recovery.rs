@@ -310,8 +310,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Below the safe point: rebuilds damaged queues from the start of the
     /// log, re-indexes the records from `index_from` (the start of the log
     /// when the index is rebuilt) and, after a crash, re-verifies a window
-    /// of the log. Returns where the forward scan starts: `start`, or the damaged
-    /// offset when a repair truncates there.
+    /// of the log. Returns where the forward scan starts: `start`, or the
+    /// damaged offset when a repair truncates there.
     fn verify_and_rebuild(
         &self,
         verify: bool,
@@ -472,7 +472,8 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     }
 
     /// Walks records from `from` (a record boundary) to exactly `to`,
-    /// dispatching in `scope` those at or after `dispatch_from`.
+    /// dispatching those at or after `dispatch_from` to the listed (damaged)
+    /// `queues`, and to the index those at or after `index_from`.
     fn walk(
         &self,
         from: u64,
