@@ -478,7 +478,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Writes a checkpoint; `sync_index` syncs the index whether due or not
     /// (a clean stop, a truncation, the end of recovery).
     async fn write_checkpoint(&self, sync_index: bool) -> Result<()> {
-        let (mut cp, lens, index_now) = {
+        let (mut cp, lens, index_now, synced) = {
             let d = self.lock_dispatcher();
             let queues: Vec<_> = self.queues.all();
             let marks: Vec<QueueMark> = queues
@@ -498,7 +498,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 index: synced.mark,
                 queues: marks,
             };
-            (cp, queues, self.index.mark())
+            (cp, queues, self.index.mark(), synced)
         };
         self.log
             .wait_durable(CommitLogOffset(cp.dispatched))
@@ -506,7 +506,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         for (q, mark) in lens.iter().zip(&cp.queues) {
             q.sync(QueueOffset(mark.len)).await?;
         }
-        if sync_index || self.index_sync_due(cp.dispatched) {
+        if sync_index || self.index_sync_due(&synced, cp.dispatched) {
             self.index.sync().await?;
             let synced = IndexSynced {
                 at: cp.dispatched,
@@ -523,10 +523,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             .map_err(|e| Error::io("write", &path, e))
     }
 
-    /// True when the index has gone unsynced too long, or over too much of
-    /// the log, at a checkpoint of `dispatched`.
-    fn index_sync_due(&self, dispatched: u64) -> bool {
-        let last = *self.lock_index_synced();
+    /// True when the index, `last` synced, has gone unsynced too long, or
+    /// over too much of the log, at a checkpoint of `dispatched`.
+    fn index_sync_due(&self, last: &IndexSynced, dispatched: u64) -> bool {
         let interval = std::time::Duration::from_millis(self.config.index_sync_interval_ms);
         self.clock.monotonic().saturating_sub(last.when) >= interval
             || dispatched.saturating_sub(last.at) >= self.config.index_sync_lag_bytes
