@@ -5,6 +5,7 @@
 //! a segment that cannot fit the next record); bytes below `written()` are
 //! complete records; nothing is reported durable after a failed sync.
 
+mod append;
 mod group_commit;
 pub(crate) mod scan;
 
@@ -17,10 +18,9 @@ use bytes::Bytes;
 use crate::clock::Clock;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::message::record_seal::{encode_sealed, sealed_len};
+use crate::message::record_seal::sealed_len;
 use crate::message::{
     body_crc, encode_blank, encode_pad_head, peek_head, sys_flag, MessageInput, RecordHead,
-    RecordStamp,
 };
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::SegmentChain;
@@ -193,34 +193,31 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         let crc = body_crc(&msg.body);
         let mut w = self.lock_writer();
         self.durability.check()?;
-        let out = self.append_locked(&mut w, msg, len, crc)?;
+        let mut out = Vec::with_capacity(1);
+        let appended = self.append_runs(&mut w, &[(msg, len, crc)], &mut out);
         self.written.store(w.pos, Ordering::Release);
-        Ok(out)
+        appended?;
+        out.pop().ok_or_else(|| Error::MessageRejected {
+            reason: "invariant: an append that succeeded placed its record".to_owned(),
+        })
     }
 
     /// Appends several records under one hold of the put lock, so their
-    /// queue offsets are consecutive per queue. All or nothing on errors
-    /// raised before writing; a disk error midway leaves earlier records
-    /// written but unacknowledged.
+    /// queue offsets are consecutive per queue; the records that fit a
+    /// segment are written together (see `append`). All or nothing on
+    /// errors raised before writing; a disk error midway leaves earlier
+    /// runs written but unacknowledged.
     pub fn append_batch(&self, msgs: &[MessageInput]) -> Result<Vec<Appended>> {
         let sized = msgs
             .iter()
-            .map(|m| Ok((self.checked_len(m)?, body_crc(&m.body))))
+            .map(|m| Ok((m, self.checked_len(m)?, body_crc(&m.body))))
             .collect::<Result<Vec<_>>>()?;
         let mut w = self.lock_writer();
         self.durability.check()?;
         let mut out = Vec::with_capacity(msgs.len());
-        for (msg, (len, crc)) in msgs.iter().zip(sized) {
-            match self.append_locked(&mut w, msg, len, crc) {
-                Ok(a) => out.push(a),
-                Err(e) => {
-                    self.written.store(w.pos, Ordering::Release);
-                    return Err(e);
-                }
-            }
-        }
+        let appended = self.append_runs(&mut w, &sized, &mut out);
         self.written.store(w.pos, Ordering::Release);
-        Ok(out)
+        appended.map(|()| out)
     }
 
     fn checked_len(&self, msg: &MessageInput) -> Result<usize> {
@@ -236,69 +233,6 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             });
         }
         Ok(len)
-    }
-
-    fn append_locked(
-        &self,
-        w: &mut Writer,
-        msg: &MessageInput,
-        len: usize,
-        crc: u32,
-    ) -> Result<Appended> {
-        let seg = self.chain.segment_bytes();
-        let len64 = len as u64;
-        let rel = w.pos % seg;
-        if rel + len64 + BLANK_RECORD_BYTES > seg {
-            // Create the next segment first: on ENOSPC nothing has changed.
-            let next = w.pos - rel + seg;
-            self.chain.get_or_create(next)?;
-            let remaining = u32::try_from(seg - rel).map_err(|_| Error::MessageRejected {
-                reason: "segment size exceeds 4 GiB".to_owned(),
-            })?;
-            self.chain.write(w.pos, &encode_blank(remaining))?;
-            w.pos = next;
-        }
-        let dispatchable = is_dispatchable(msg.sys_flag);
-        let queue_offset = if dispatchable {
-            w.queue_next
-                .get(msg.topic.as_str())
-                .and_then(|q| q.get(&msg.queue_id))
-                .copied()
-                .unwrap_or(0)
-        } else {
-            0
-        };
-        let wall = i64::try_from(self.clock.wall_ms()).unwrap_or(i64::MAX);
-        // Store time never goes backwards, even when the wall clock does, so
-        // search-by-time and retention stay monotonic over the log.
-        let store_ms = wall.max(w.last_store_ms);
-        let stamp = RecordStamp {
-            queue_offset: i64::try_from(queue_offset).unwrap_or(i64::MAX),
-            phys_offset: i64::try_from(w.pos).unwrap_or(i64::MAX),
-            store_timestamp_ms: store_ms,
-        };
-        // Encoded once, where the segment chooses (on a mapped disk, into a
-        // staging buffer written with one `pwrite`).
-        self.chain
-            .write_with(w.pos, len, &mut |out| encode_sealed(msg, &stamp, crc, out))?;
-        let appended = Appended {
-            phys_offset: CommitLogOffset(w.pos),
-            size: u32::try_from(len).expect("invariant: record fits a segment < 4 GiB"),
-            queue_offset: QueueOffset(queue_offset),
-            store_timestamp_ms: store_ms,
-        };
-        if dispatchable {
-            if let Some(q) = w.queue_next.get_mut(msg.topic.as_str()) {
-                *q.entry(msg.queue_id).or_insert(0) += 1;
-            } else {
-                w.queue_next
-                    .insert(msg.topic.clone(), BTreeMap::from([(msg.queue_id, 1)]));
-            }
-        }
-        w.pos += len64;
-        w.last_store_ms = store_ms;
-        self.warm_ahead(w);
-        Ok(appended)
     }
 
     /// Moves the write position to `end` and publishes it.

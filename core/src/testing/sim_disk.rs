@@ -81,6 +81,8 @@ pub struct SimDiskConfig {
 /// which fault classes actually fired.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SimDiskStats {
+    /// Segment writes that reached a file (`write_with` is one).
+    pub writes: u64,
     /// Segment syncs that ran (successful or not).
     pub syncs: u64,
     /// Syncs failed with injected EIO.
@@ -464,17 +466,13 @@ impl SimDisk {
     pub fn remove_under(&self, prefix: &str) -> usize {
         let mut state = self.lock();
         let under = format!("{}/", prefix.trim_end_matches('/'));
-        let doomed: Vec<String> = state
+        let before = state.files.len();
+        state
             .files
-            .keys()
-            .filter(|path| path.as_str() == prefix || path.starts_with(&under))
-            .cloned()
-            .collect();
-        for path in &doomed {
-            state.files.remove(path);
-        }
-        state.stats.files_lost += doomed.len() as u64;
-        doomed.len()
+            .retain(|path, _| path.as_str() != prefix && !path.starts_with(&under));
+        let lost = before - state.files.len();
+        state.stats.files_lost += lost as u64;
+        lost
     }
 
     /// Changes the capacity; `None` removes the limit.
@@ -669,6 +667,7 @@ impl Segment for SimSegment {
         self.check_range(off, buf.len() as u64)?;
         let mut state = self.disk.lock();
         state.file_for_mut(self)?.write(off, buf);
+        state.stats.writes += 1;
         Ok(())
     }
 
