@@ -129,11 +129,27 @@ fn sends_without_a_uniq_key_or_with_dedupe_off_are_stored_every_time() {
 
 /// Sends a batch of `(body, UNIQ_KEY)` to queue 0.
 async fn send_batch(c: &Client, items: &[(&str, &str)]) -> Sent {
+    send_stamped_batch(c, items, None).await
+}
+
+/// A batch whose messages are stamped `producer` and `lane/<first + i>`
+/// (the Sluice client's sequence properties) when `stamp` is given.
+async fn send_stamped_batch(
+    c: &Client,
+    items: &[(&str, &str)],
+    stamp: Option<(&str, u64)>,
+) -> Sent {
     let items: Vec<BatchItem> = items
         .iter()
-        .map(|(body, key)| {
+        .zip(0..)
+        .map(|((body, key), i)| {
             let mut p = Properties::new();
             p.insert(keys::UNIQ_KEY, key).expect("fits");
+            if let Some((producer, first)) = stamp {
+                p.insert(keys::SLUICE_PRODUCER_ID, producer).expect("fits");
+                let seq = format!("lane/{}", first + i);
+                p.insert(keys::SLUICE_SEQUENCE, &seq).expect("fits");
+            }
             BatchItem {
                 flag: 0,
                 body: Bytes::copy_from_slice(body.as_bytes()),
@@ -192,5 +208,26 @@ fn a_retried_batch_stores_only_its_new_messages_and_lists_every_id() {
         let all = c.drain(TOPIC, 0).await;
         let bodies: Vec<&[u8]> = all.iter().map(|r| r.body.as_ref()).collect();
         assert_eq!(bodies, vec![&b"b1"[..], b"b2", b"b3"]);
+    });
+}
+
+#[test]
+fn a_batch_resent_with_new_keys_is_still_a_duplicate_by_its_stamps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(dir.path(), "async");
+    runtime().block_on(async {
+        let c = Client::new(&node.broker);
+        let items = [("s1", "AC1100000021"), ("s2", "AC1100000022")];
+        let first = send_stamped_batch(&c, &items, Some(("P1", 7))).await;
+        // Same numbers, new UNIQ_KEYs: the stamps alone find the originals.
+        let rekeyed = [("s1", "AC1100000031"), ("s2", "AC1100000032")];
+        let again = send_stamped_batch(&c, &rekeyed, Some(("P1", 7))).await;
+        assert_same_answer(&again, &first, "stamped batch with new keys");
+        // Another producer's numbers are its own: stored.
+        let other = send_stamped_batch(&c, &rekeyed, Some(("P2", 7))).await;
+        assert_ne!(other.msg_id, first.msg_id);
+        let all = c.drain(TOPIC, 0).await;
+        let bodies: Vec<&[u8]> = all.iter().map(|r| r.body.as_ref()).collect();
+        assert_eq!(bodies, vec![&b"s1"[..], b"s2", b"s1", b"s2"]);
     });
 }

@@ -24,36 +24,15 @@ pub struct IndexedProperties<'a> {
 
 impl<'a> IndexedProperties<'a> {
     /// Finds TAGS, KEYS and `UNIQ_KEY` in `bytes`, skipping every other pair
-    /// and, like `Properties::parse`, every segment without a non-empty
-    /// key, a 0x01 and a non-empty value.
+    /// (see [`for_each_pair`]).
     pub fn scan(bytes: &'a [u8]) -> Self {
         let mut out = Self::default();
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            return out;
-        };
-        let raw = text.as_bytes();
-        let mut at = 0;
-        while at < raw.len() {
-            let end = raw[at..]
-                .iter()
-                .position(|b| *b == PROPERTY_SEPARATOR)
-                .map_or(raw.len(), |i| at + i);
-            let segment = &raw[at..end];
-            // Only the first 0x01 splits; the separators are ASCII, so the
-            // indices are char boundaries of `text`.
-            if let Some(sep) = segment.iter().position(|b| *b == NAME_VALUE_SEPARATOR) {
-                let (key, value) = (&text[at..at + sep], &text[at + sep + 1..end]);
-                if !value.is_empty() {
-                    match key {
-                        keys::TAGS => out.tags = Some(value),
-                        keys::KEYS => out.keys_raw = Some(value),
-                        keys::UNIQ_KEY => out.uniq_key = Some(value),
-                        _ => {}
-                    }
-                }
-            }
-            at = end + 1;
-        }
+        for_each_pair(bytes, |key, value| match key {
+            keys::TAGS => out.tags = Some(value),
+            keys::KEYS => out.keys_raw = Some(value),
+            keys::UNIQ_KEY => out.uniq_key = Some(value),
+            _ => {}
+        });
         out
     }
 
@@ -65,6 +44,41 @@ impl<'a> IndexedProperties<'a> {
             .split(' ')
             .filter(|k| !k.is_empty())
     }
+}
+
+/// Calls `visit(key, value)` for every pair [`Properties::parse`] keeps, in
+/// order, without allocating: segments without a non-empty key, a 0x01 and
+/// a non-empty value are skipped; a repeated key is visited each time (the
+/// last value is the one `parse` keeps); properties that are not UTF-8
+/// have no pairs.
+///
+/// [`Properties::parse`]: super::Properties::parse
+pub fn for_each_pair<'a>(bytes: &'a [u8], mut visit: impl FnMut(&'a str, &'a str)) {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return;
+    };
+    for segment in text.split(char::from(PROPERTY_SEPARATOR)) {
+        // Only the first 0x01 splits.
+        if let Some((key, value)) = segment.split_once(char::from(NAME_VALUE_SEPARATOR)) {
+            if !key.is_empty() && !value.is_empty() {
+                visit(key, value);
+            }
+        }
+    }
+}
+
+/// The value [`Properties::parse`] gives `key` in `bytes`, without building
+/// the map.
+///
+/// [`Properties::parse`]: super::Properties::parse
+pub fn find<'a>(bytes: &'a [u8], key: &str) -> Option<&'a str> {
+    let mut found = None;
+    for_each_pair(bytes, |k, v| {
+        if k == key {
+            found = Some(v);
+        }
+    });
+    found
 }
 
 #[cfg(test)]
@@ -82,6 +96,15 @@ mod tests {
             light.keys().collect::<Vec<_>>(),
             full.keys().collect::<Vec<_>>()
         );
+        for key in ["TAGS", "KEYS", "A", "\u{e9}"] {
+            prop_assert_eq!(find(bytes, key), full.get(key));
+        }
+        let mut pairs = Vec::new();
+        for_each_pair(bytes, |k, v| pairs.push((k, v)));
+        let last_wins = full
+            .iter()
+            .all(|(k, v)| pairs.iter().rev().find(|p| p.0 == k) == Some(&(k, v)));
+        prop_assert!(last_wins && pairs.iter().all(|(k, _)| full.get(k).is_some()));
         Ok(())
     }
 

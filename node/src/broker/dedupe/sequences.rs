@@ -46,8 +46,17 @@ pub struct Stamp {
 impl Stamp {
     /// The stamp in `props`, if it has a well-formed one.
     pub fn of(props: &Properties) -> Option<Self> {
-        let producer = props.get(keys::SLUICE_PRODUCER_ID)?;
-        let (lane, seq) = props.get(keys::SLUICE_SEQUENCE)?.rsplit_once('/')?;
+        Self::from_values(
+            props.get(keys::SLUICE_PRODUCER_ID),
+            props.get(keys::SLUICE_SEQUENCE),
+        )
+    }
+
+    /// The stamp of a producer id and a `<lane>/<sequence>` property
+    /// value, if both are there and well formed.
+    pub fn from_values(producer: Option<&str>, sequence: Option<&str>) -> Option<Self> {
+        let producer = producer?;
+        let (lane, seq) = sequence?.rsplit_once('/')?;
         let seq = seq.parse().ok()?;
         let fits = |s: &str| !s.is_empty() && s.len() <= NAME_BYTES_MAX;
         (fits(producer) && fits(lane)).then(|| Self {

@@ -21,7 +21,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sluice_core::disk::Disk;
-use sluice_core::message::{MessageInput, Properties};
+use sluice_core::message::indexed_properties::for_each_pair;
+use sluice_core::message::{keys, MessageInput};
 use sluice_core::{Clock, CommitLogOffset, Wait};
 use sluice_net::header::SendMessageResponseHeader;
 use sluice_net::remoting::response_code;
@@ -147,6 +148,19 @@ pub(super) fn forgotten(queue_id: i32) -> RemotingCommand {
 pub const FORGOTTEN_REMARK: &str =
     "[sluice] duplicate of a message stored before; its position is no longer kept";
 
+/// A message's `UNIQ_KEY` and producer stamp, read from its encoded
+/// properties without parsing them into a map (a batch has one per message).
+fn dedupe_keys_of(raw: &[u8]) -> (Option<&str>, Option<Stamp>) {
+    let (mut key, mut producer, mut sequence) = (None, None, None);
+    for_each_pair(raw, |k, v| match k {
+        keys::UNIQ_KEY => key = Some(v),
+        keys::SLUICE_PRODUCER_ID => producer = Some(v),
+        keys::SLUICE_SEQUENCE => sequence = Some(v),
+        _ => {}
+    });
+    (key, Stamp::from_values(producer, sequence))
+}
+
 /// Stores the new messages of a batch to `queue_id` of `topic` and answers
 /// for all of them (see the module's doc).
 pub(super) async fn store_batch<D: Disk, C: Clock>(
@@ -159,12 +173,10 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
     let mut onces = Vec::with_capacity(msgs.len());
     let mut keys_seen = BTreeSet::new();
     for m in &msgs {
-        let props = Properties::parse(&m.properties).ok();
-        let key = props.as_ref().and_then(|p| p.uniq_key().map(str::to_owned));
-        let stamp = props.as_ref().and_then(Stamp::of);
+        let (key, stamp) = dedupe_keys_of(&m.properties);
         // A key twice in one batch: the later copies are stored as sent.
-        let key = key.filter(|k| keys_seen.insert(k.clone()));
-        onces.push(claim(b, topic, key.as_deref(), stamp, false).await?);
+        let key = key.filter(|k| keys_seen.insert(*k));
+        onces.push(claim(b, topic, key, stamp, false).await?);
     }
     let fresh: Vec<MessageInput> = msgs
         .into_iter()
