@@ -7,12 +7,19 @@
 //! alone can do on this machine. docs/benchmarks.md quotes it as the floor
 //! of the ratio targets a client-bound workload cannot beat (issue 20).
 //!
-//! `cargo run --release -p sluice-net --example null_broker -- [--namesrv ADDR] [--listen ADDR]`
-//! (defaults `127.0.0.1:9876`, `127.0.0.1:10911`); topics `BenchTopic` and
-//! `DrainTopic`, 4 queues each.
+//! With `--append FILE` it also appends every send's body to FILE with one
+//! `pwrite` per request at a growing offset (no index, no queue, no sync):
+//! the ceiling of any broker that keeps messages in the page cache, which
+//! on a VM that returns freed pages to its host pays for every new page.
+//!
+//! `cargo run --release -p sluice-net --example null_broker -- [--namesrv ADDR] [--listen ADDR]
+//! [--append FILE]` (defaults `127.0.0.1:9876`, `127.0.0.1:10911`); topics
+//! `BenchTopic` and `DrainTopic`, 4 queues each.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +38,21 @@ const QUEUES: i32 = 4;
 /// `PERM_READ | PERM_WRITE`.
 const PERM_READ_WRITE: i32 = 6;
 const REGISTER_EVERY: Duration = Duration::from_secs(10);
+
+/// Where `--append` puts the bodies: the file and its next free offset.
+struct Sink {
+    file: File,
+    end: AtomicU64,
+}
+
+impl Sink {
+    fn append(&self, body: &[u8]) {
+        let at = self.end.fetch_add(body.len() as u64, Ordering::Relaxed);
+        if let Err(e) = self.file.write_all_at(body, at) {
+            eprintln!("null_broker: append failed: {e}");
+        }
+    }
+}
 
 fn arg(name: &str, default: &str) -> String {
     let args: Vec<String> = std::env::args().collect();
@@ -60,7 +82,7 @@ fn offset_msg_id(offset: i64) -> String {
     format!("7F00000100002A9F{offset:016X}")
 }
 
-fn table(next_offset: &Arc<AtomicI64>) -> HandlerTable {
+fn table(next_offset: &Arc<AtomicI64>, sink: Option<&Arc<Sink>>) -> HandlerTable {
     let mut table = HandlerTable::new();
     for code in [request_code::HEART_BEAT, request_code::UNREGISTER_CLIENT] {
         table.register(code, |_: RequestContext, _: RemotingCommand| async {
@@ -73,7 +95,11 @@ fn table(next_offset: &Arc<AtomicI64>) -> HandlerTable {
         request_code::SEND_BATCH_MESSAGE,
     ] {
         let next_offset = Arc::clone(next_offset);
+        let sink = sink.cloned();
         table.register(code, move |_: RequestContext, request: RemotingCommand| {
+            if let Some(sink) = &sink {
+                sink.append(&request.body);
+            }
             let offset = next_offset.fetch_add(1, Ordering::Relaxed);
             let header =
                 SendMessageResponseHeader::new(offset_msg_id(offset), queue_of(&request), offset);
@@ -119,11 +145,19 @@ async fn main() {
     let namesrv = arg("--namesrv", "127.0.0.1:9876");
     let listen = arg("--listen", "127.0.0.1:10911");
     let next_offset = Arc::new(AtomicI64::new(0));
+    let append = arg("--append", "");
+    let sink = (!append.is_empty()).then(|| {
+        let file = File::create(&append).expect("create the --append file");
+        Arc::new(Sink {
+            file,
+            end: AtomicU64::new(0),
+        })
+    });
     let server = RpcServer::bind(
         &TokioTransport,
         &listen,
         RpcConfig::default(),
-        table(&next_offset),
+        table(&next_offset, sink.as_ref()),
     )
     .await
     .expect("bind the broker port");
