@@ -5,7 +5,9 @@
 #
 # Usage: docs/peer-bench.sh PEER_ROOT PEERDRV SLUICE_NODE SLUICE [ROUNDS] [WORKLOADS]
 #   (NULL_BROKER=path of `cargo build --release -p sluice-net --example null_broker`
-#    adds the driver-bound ceiling: peerdrv against a broker that stores nothing)
+#    adds the driver-bound ceiling: peerdrv against a broker that stores nothing,
+#    and for b64x4 the page-cache ceiling: the same broker appending each body
+#    to a file, `null_broker --append`)
 #   PEER_ROOT  the `cargo install --root` of rocketmq-namesrv and rocketmq-broker 1.0.0
 #              (bin/rocketmq-namesrv-rust, bin/rocketmq-broker-rust); build steps in
 #              ../shared/peer-bench/README.md
@@ -62,11 +64,12 @@ start_peer() { # $1 = best|default, $2 = async|sync
   sleep 5
 }
 
-start_null() {
+start_null() { # $1 = nothing, or --append FILE
   "$node" namesrv --listen 127.0.0.1:9876 >"$work/namesrv.log" 2>&1 &
   ns_pid=$!
   sleep 1
-  "$NULL_BROKER" --namesrv 127.0.0.1:9876 --listen 127.0.0.1:10911 >"$work/broker.log" 2>&1 &
+  rm -f "$work/sink"
+  "$NULL_BROKER" --namesrv 127.0.0.1:9876 --listen 127.0.0.1:10911 "$@" >"$work/broker.log" 2>&1 &
   broker_pid=$!
   sleep 2
 }
@@ -82,6 +85,7 @@ start_sluice() { # $1 = async|sync
 stop_all() {
   kill "$broker_pid" $ns_pid 2>/dev/null
   wait "$broker_pid" $ns_pid 2>/dev/null
+  rm -f "$work/sink"
   sleep 1
 }
 
@@ -169,11 +173,13 @@ for round in $(seq 1 "$rounds"); do
     esac
     systems="peer peer-best sluice sluice-bench"
     case $w in s1 | s16 | s64 | b64x4) [ -n "${NULL_BROKER:-}" ] && systems="$systems null" ;; esac
+    [ "$w" = b64x4 ] && [ -n "${NULL_BROKER:-}" ] && systems="$systems null-append"
     for system in $systems; do
       case $system in
         peer) start_peer default $flush ;;
         peer-best) start_peer best $flush ;;
         null) start_null ;;
+        null-append) start_null --append "$work/sink" ;;
         *) start_sluice $flush ;;
       esac
       if [ "$w" = drain ]; then
