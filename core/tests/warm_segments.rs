@@ -1,8 +1,11 @@
 //! Warming (`Segment::warm`, `disk::warm`): a CommitLog segment's blocks
 //! become written extents off the hot path, so a group-commit sync never
 //! waits for an extent conversion (issue 20's single-writer `SYNC_FLUSH` gap).
+//! A store flushed in the background (`ASYNC_FLUSH`) only has the window
+//! cached (`Warm::Cached`): nothing converted, nothing written ahead.
 //! Read with `filefrag -v` (e2fsprogs): on a filesystem that does not report
 //! unwritten extents, or without `filefrag`, the tests say so and skip.
+#![allow(unsafe_code)]
 
 mod support;
 
@@ -10,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sluice_core::disk::{Disk, MmapDisk, Segment};
+use sluice_core::disk::{Disk, MmapDisk, Segment, Warm};
 use sluice_core::{FlushMode, MessageStore, StoreConfig, SystemClock};
 use support::{block_on, msg};
 
@@ -78,6 +81,21 @@ fn wait_written(path: &Path, lo: u64, hi: u64) -> Vec<(u64, u64)> {
     }
 }
 
+/// Pages of `path`'s first `len` bytes in the page cache (`mincore` over a
+/// mapping of its own, which faults nothing in).
+fn cached_pages(path: &Path, len: usize) -> usize {
+    let file = std::fs::File::open(path).expect("open");
+    // SAFETY: a read-only mapping only handed to `mincore`; nothing reads
+    // through it, so a concurrent writer cannot change what it returns.
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file) }.expect("map");
+    let mut vec = vec![0u8; len / 4096];
+    // SAFETY: the mapping is live, page-aligned and `len` long; `vec` has
+    // one byte per page.
+    let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, len, vec.as_mut_ptr()) };
+    assert_eq!(rc, 0, "mincore");
+    vec.iter().filter(|b| **b & 1 != 0).count()
+}
+
 /// File blocks of 4 KiB in `bytes`.
 const fn blocks(bytes: u64) -> u64 {
     bytes / 4096
@@ -94,7 +112,7 @@ fn warming_converts_just_the_range_asked_for_and_keeps_the_bytes() {
     }
     seg.write_at(100, b"written before warming").expect("write");
     let (lo, hi) = (16 << 20, 24 << 20);
-    seg.warm(lo, hi - lo);
+    seg.warm(lo, hi - lo, Warm::Synced);
     // Appends keep going while the warming runs.
     seg.write_at(lo + 5, b"written while warming")
         .expect("write");
@@ -147,6 +165,47 @@ fn the_commit_log_warms_a_window_ahead_of_its_writes() {
         !unwritten_within(&log, blocks(2 * WINDOW), blocks(segment)).is_empty(),
         "the rest of the segment waits until the writes come near"
     );
+}
+
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "waits for the production disk's allocator thread in real time"
+)]
+fn an_async_store_has_its_window_cached_but_not_converted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let segment = 4 * WINDOW;
+    let cfg = StoreConfig {
+        flush_mode: FlushMode::Async,
+        commit_log_segment_bytes: segment,
+        ..StoreConfig::for_tests()
+    };
+    let disk = MmapDisk::new(dir.path()).expect("disk");
+    drop(disk.create_segment("probe", 1 << 20).expect("create"));
+    if !observable(&dir.path().join("probe")) {
+        return;
+    }
+    let store = block_on(MessageStore::open(disk, SystemClock::new(), cfg)).expect("open");
+    block_on(store.put(msg("T", 0, b"first", None, None), false)).expect("put");
+    let log = dir.path().join("commitlog").join("00000000000000000000");
+    let window = usize::try_from(WINDOW).expect("fits");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cached_pages(&log, window) < window / 4096 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        cached_pages(&log, window),
+        window / 4096,
+        "the window is cached"
+    );
+    // Past the first MiB (the record and what a background flush may have
+    // converted around it) the window is still one unwritten stretch.
+    let (lo, hi) = (blocks(1 << 20), blocks(WINDOW));
+    let unwritten: u64 = unwritten_within(&log, lo, hi)
+        .iter()
+        .map(|&(start, len)| (start + len).min(hi) - start.max(lo))
+        .sum();
+    assert_eq!(unwritten, hi - lo, "nothing ahead of the writer converted");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use crate::clock::Clock;
-use crate::disk::Disk;
+use crate::disk::{Disk, Warm};
 use crate::error::{Error, Result};
 use crate::message::record_seal::sealed_len;
 use crate::message::{
@@ -86,6 +86,8 @@ pub struct CommitLog<D: Disk, C: Clock> {
     /// A follower's log is a byte-for-byte copy of its master's: it never
     /// writes pads of its own.
     follower: AtomicBool,
+    /// How the window ahead of the writer is warmed (by flush mode).
+    warming: Warm,
 }
 
 /// True for records that get a ConsumeQueue entry: everything except
@@ -98,7 +100,13 @@ pub fn is_dispatchable(sys_flag_bits: i32) -> bool {
 impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// Opens the log's segments under `dir` without deciding where the log
     /// ends; recovery calls [`CommitLog::resume`] once it knows.
-    pub(crate) fn open(disk: D, clock: C, dir: &str, segment_bytes: u64) -> Result<Self> {
+    pub(crate) fn open(
+        disk: D,
+        clock: C,
+        dir: &str,
+        segment_bytes: u64,
+        warming: Warm,
+    ) -> Result<Self> {
         Ok(Self {
             chain: SegmentChain::open(disk, dir, segment_bytes)?,
             clock,
@@ -112,6 +120,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             durability: GroupCommit::new(0),
             stats: Arc::default(),
             follower: AtomicBool::new(false),
+            warming,
         })
     }
 
@@ -251,7 +260,9 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             return;
         }
         let from = w.warmed_to.max(w.pos);
-        w.warmed_to = self.chain.warm(from, w.pos + WARM_AHEAD_BYTES);
+        w.warmed_to = self
+            .chain
+            .warm(from, w.pos + WARM_AHEAD_BYTES, self.warming);
     }
 
     /// Waits until every byte below `end` is durable (group commit).

@@ -14,14 +14,14 @@ use crate::commit_log::scan::{find_valid_record_after, step, Step};
 use crate::commit_log::SECTOR_BYTES;
 use crate::commit_log::{is_dispatchable, CommitLog};
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CQ_ENTRY_BYTES};
-use crate::disk::Disk;
+use crate::disk::{Disk, Warm};
 use crate::error::{Error, Result};
 use crate::index::{IndexMark, IndexService};
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::join;
 
 use super::dispatch::{Dispatcher, Scope};
-use super::{MessageStore, StoreConfig, ABORT_FILE};
+use super::{FlushMode, MessageStore, StoreConfig, ABORT_FILE};
 
 /// Where a walk over the log stopped.
 enum WalkEnd {
@@ -157,11 +157,18 @@ fn open_log<D: Disk, C: Clock>(
     checkpoint: Option<Checkpoint>,
 ) -> Result<(CommitLog<D, C>, Option<Checkpoint>)> {
     let dir = join(&config.root, "commitlog");
+    // A log synced at every write wants the blocks ahead of it real on
+    // disk; one flushed in the background only wants its pages cached.
+    let warming = match config.flush_mode {
+        FlushMode::Sync => Warm::Synced,
+        FlushMode::Async => Warm::Cached,
+    };
     let log = CommitLog::open(
         disk.clone(),
         clock.clone(),
         &dir,
         config.commit_log_segment_bytes,
+        warming,
     )?;
     let log_min = log.min_offset().0;
     let Some(cp) = checkpoint else {
