@@ -105,6 +105,9 @@ pub mod keys {
     pub const SLUICE_SEQUENCE: &str = "__SLUICE_SEQ";
 }
 
+/// Most pairs [`Properties::parse`] reserves room for before it reads them.
+const PAIRS_RESERVED_MAX: usize = 32;
+
 /// Ordered message properties.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Properties {
@@ -122,7 +125,14 @@ impl Properties {
     /// first position and its last value. Input that is not UTF-8 is Corrupt.
     pub fn parse(bytes: &[u8]) -> Result<Self, DecodeError> {
         let text = std::str::from_utf8(bytes).map_err(|_| corrupt("properties are not utf-8"))?;
-        let mut props = Self::new();
+        // One slot per pair up front: growing from empty reallocated the
+        // table three times for a typical send's five or six pairs. Capped,
+        // so a string of separators cannot reserve 48 bytes per byte.
+        let pairs = bytes.iter().filter(|b| **b == PROPERTY_SEPARATOR).count() + 1;
+        let pairs = pairs.min(PAIRS_RESERVED_MAX);
+        let mut props = Self {
+            pairs: Vec::with_capacity(pairs),
+        };
         for segment in text.split(char::from(PROPERTY_SEPARATOR)) {
             let Some((key, value)) = segment.split_once(char::from(NAME_VALUE_SEPARATOR)) else {
                 continue;
