@@ -1,6 +1,8 @@
 //! The JSON header (serialize type 0), written the way fastjson writes it:
 //! keys in alphabetical order, null fields omitted. Parsing is lenient about
-//! key order, missing fields and non-string `extFields` values.
+//! key order, missing fields and non-string `extFields` values. A hand-written
+//! parser takes the usual headers and declines the rest to serde, which
+//! therefore decides every error and edge case.
 
 use std::fmt;
 
@@ -8,7 +10,7 @@ use bytes::BufMut;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::{ExtFields, LanguageCode, RemotingCommand, SerializeType};
+use super::{json_fast, ExtFields, LanguageCode, RemotingCommand, SerializeType};
 use crate::FrameError;
 
 /// Appends the JSON header of `cmd` to `dst`.
@@ -103,29 +105,29 @@ pub(crate) fn put_string(dst: &mut impl BufMut, s: &str) {
 }
 
 /// The header as it appears on the wire; every field is optional.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct WireHeader<'a> {
+pub(super) struct WireHeader<'a> {
     #[serde(default)]
-    code: i32,
+    pub(super) code: i32,
     #[serde(default, borrow)]
-    language: Option<std::borrow::Cow<'a, str>>,
+    pub(super) language: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
-    version: i32,
+    pub(super) version: i32,
     #[serde(default)]
-    opaque: i32,
+    pub(super) opaque: i32,
     #[serde(default)]
-    flag: i32,
+    pub(super) flag: i32,
     #[serde(default)]
-    remark: Option<String>,
+    pub(super) remark: Option<String>,
     #[serde(default)]
-    ext_fields: Option<WireExtFields>,
+    pub(super) ext_fields: Option<WireExtFields>,
 }
 
 /// `extFields` values are strings in every known client; numbers and
 /// booleans are accepted as their decimal text and nulls are dropped. Keys
 /// and values are unescaped straight into the map's one text buffer.
-struct WireExtFields(ExtFields);
+pub(super) struct WireExtFields(pub(super) ExtFields);
 
 impl<'de> Deserialize<'de> for WireExtFields {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -213,8 +215,23 @@ impl AppendText<'_> {
 
 /// Parses a JSON header; the caller has already bounded `bytes` in size.
 pub fn decode(bytes: &[u8], ext_fields_max: usize) -> Result<RemotingCommand, FrameError> {
-    let wire: WireHeader = serde_json::from_slice(bytes)
-        .map_err(|e| FrameError::corrupt(format!("json header: {e}")))?;
+    let wire = match json_fast::parse(bytes) {
+        Some(wire) => wire,
+        None => parse_serde(bytes)?,
+    };
+    command_from(wire, ext_fields_max)
+}
+
+/// The serde path: slower, and the reference for every input.
+fn parse_serde(bytes: &[u8]) -> Result<WireHeader<'_>, FrameError> {
+    serde_json::from_slice(bytes).map_err(|e| FrameError::corrupt(format!("json header: {e}")))
+}
+
+/// The command a parsed header describes, checking the `extFields` count.
+fn command_from(
+    wire: WireHeader<'_>,
+    ext_fields_max: usize,
+) -> Result<RemotingCommand, FrameError> {
     let ext_fields = wire.ext_fields.map(|e| e.0).unwrap_or_default();
     if ext_fields.len() > ext_fields_max {
         return Err(FrameError::TooLarge {
@@ -293,5 +310,251 @@ mod tests {
         assert_eq!(cmd.ext_fields.get("b"), Some("true"));
         assert!(!cmd.ext_fields.contains_key("c"));
         assert_eq!(cmd.language, LanguageCode::Other);
+    }
+
+    /// The equivalence suite: the public decode (fast path first) agrees
+    /// with the serde path on every input, valid or not.
+    mod fast_path_agrees_with_serde {
+        use proptest::collection::{btree_map, vec};
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        use super::*;
+
+        const FIELDS_MAX: usize = 1024;
+
+        fn serde_decode(bytes: &[u8]) -> Result<RemotingCommand, FrameError> {
+            parse_serde(bytes).and_then(|wire| command_from(wire, FIELDS_MAX))
+        }
+
+        /// Checks `decode` against serde; returns whether the fast path took it.
+        fn agrees(bytes: &[u8]) -> Result<bool, TestCaseError> {
+            let reference = serde_decode(bytes);
+            prop_assert_eq!(decode(bytes, FIELDS_MAX), reference.clone());
+            let fast = json_fast::parse(bytes).map(|wire| command_from(wire, FIELDS_MAX));
+            if let Some(fast) = &fast {
+                prop_assert!(reference.is_ok(), "fast path accepted what serde rejects");
+                prop_assert_eq!(fast, &reference);
+            }
+            Ok(fast.is_some())
+        }
+
+        /// Text of any characters, weighted to the ones JSON escapes.
+        fn text() -> impl Strategy<Value = String> {
+            let special = "\"\\/\n\r\t\u{0}\u{1}\u{1f}\u{7f}é\u{2028}\u{ffff}😀\u{10ffff}";
+            let special = prop::sample::select(special.chars().collect::<Vec<_>>());
+            vec(
+                prop_oneof![any::<char>(), special, proptest::char::range('a', 'z')],
+                0..12,
+            )
+            .prop_map(|chars| chars.into_iter().collect())
+        }
+
+        fn command() -> impl Strategy<Value = RemotingCommand> {
+            (
+                (any::<i32>(), any::<i32>(), any::<i32>(), any::<i32>()),
+                prop::sample::select(LanguageCode::ALL.to_vec()),
+                prop::option::of(text()),
+                btree_map(text(), text(), 0..8),
+            )
+                .prop_map(|((code, version, opaque, flag), language, remark, ext)| {
+                    RemotingCommand {
+                        code,
+                        language,
+                        version,
+                        opaque,
+                        flag,
+                        remark,
+                        ext_fields: ext.into(),
+                        ..RemotingCommand::default()
+                    }
+                })
+        }
+
+        fn leaf() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i32>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                (-2i64..=2).prop_map(Value::from),
+                any::<f64>().prop_map(Value::from),
+                text().prop_map(Value::String),
+            ]
+        }
+
+        fn any_value() -> impl Strategy<Value = Value> {
+            leaf().prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    btree_map(text(), inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// A header object: the known keys, mostly of their usual types,
+        /// and unknown keys of any value.
+        fn header_value() -> impl Strategy<Value = Value> {
+            let int = || prop_oneof![3 => any::<i32>().prop_map(Value::from), 1 => any_value()];
+            let string = || prop_oneof![3 => text().prop_map(Value::String), 1 => any_value()];
+            let ext = btree_map(text(), leaf(), 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect()));
+            let known = (
+                (prop::option::of(int()), prop::option::of(int())),
+                (prop::option::of(int()), prop::option::of(int())),
+                prop::option::of(string()),
+                prop::option::of(string()),
+                prop::option::of(prop_oneof![3 => ext, 1 => any_value()]),
+            );
+            (known, btree_map(text(), any_value(), 0..3)).prop_map(|(known, unknown)| {
+                let ((code, version), (opaque, flag), language, remark, ext) = known;
+                let mut object: serde_json::Map<String, Value> = unknown.into_iter().collect();
+                let fields = [
+                    ("code", code),
+                    ("version", version),
+                    ("opaque", opaque),
+                    ("flag", flag),
+                    ("language", language),
+                    ("remark", remark),
+                    ("extFields", ext),
+                ];
+                for (key, value) in fields {
+                    if let Some(value) = value {
+                        object.insert(key.to_owned(), value);
+                    }
+                }
+                Value::Object(object)
+            })
+        }
+
+        /// `json` with whitespace from `spaces` (cycled) after each
+        /// structural character outside strings, and around the whole.
+        fn spaced(json: &str, spaces: &[&str]) -> String {
+            let mut spaces = spaces.iter().copied().cycle();
+            let mut out = String::from(spaces.next().unwrap_or_default());
+            let (mut in_string, mut escaped) = (false, false);
+            for c in json.chars() {
+                out.push(c);
+                if in_string {
+                    (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+                } else if c == '"' {
+                    in_string = true;
+                } else if matches!(c, '{' | '}' | '[' | ']' | ',' | ':') {
+                    out.push_str(spaces.next().unwrap_or_default());
+                }
+            }
+            out.push_str(spaces.next().unwrap_or_default());
+            out
+        }
+
+        /// Raw values, one space apart, that serde reads in its own way:
+        /// floats, `-0`, big and bad numbers, lone surrogates, bad syntax.
+        const TRICKY: &str = concat!(
+            r#"-0 0 -1 01 1.0 1e2 1E+2 - 2147483647 2147483648 -2147483648 -2147483649 "#,
+            r#"18446744073709551615 18446744073709551616 123456789012345678 "#,
+            r#"1234567890123456789 "\ud83d\ude00" "\ud83d" "\udc00" "\ud83d\u0041" "#,
+            r#""\u00e9\/\b\f" "\x" "\u12" null nul true tru false [] [1,] {} {"a":1,} "#,
+            r#"{"a":"b"} {"a":[{"b":null}]} {"a":1.5} {"a":-0}"#,
+        );
+        /// Keys, one space apart: known, escaped, unknown and (last) empty.
+        const KEYS: &str = r"code version opaque flag language remark extFields \u0063ode other ";
+
+        fn words(list: &'static str) -> impl Strategy<Value = &'static str> {
+            prop::sample::select(list.split(' ').collect::<Vec<_>>())
+        }
+
+        #[test]
+        fn explicit_edge_cases_agree() {
+            let cases: &[&[u8]] = &[
+                br#"{"code":1,"code":2}"#,
+                br#"{"extFields":{"a":"1"},"extFields":null}"#,
+                br#"{"x":1,"x":2,"code":3}"#,
+                br#"{"code":1}x"#,
+                br#"{"code":1},"#,
+                br#"[1,"JAVA",2]"#,
+                b"",
+                b" ",
+                b"{",
+                b"{}",
+                b" \t\r\n{ \"code\" : 7 } \n",
+                b"{\"code\":1}\0",
+                b"{\"remark\":\"\xff\"}",
+                b"{\"other\":\"\xff\"}",
+                b"{\"remark\":\"\t\"}",
+                br#"{"language":null,"remark":null,"extFields":null}"#,
+            ];
+            for case in cases {
+                agrees(case)
+                    .map_err(|e| format!("{:?}: {e}", String::from_utf8_lossy(case)))
+                    .expect("agrees");
+            }
+            let duplicate = decode(br#"{"code":1,"code":2}"#, FIELDS_MAX).expect_err("a repeat");
+            assert!(
+                duplicate.to_string().contains("duplicate field"),
+                "{duplicate}"
+            );
+        }
+
+        proptest! {
+            #[test]
+            fn encoded_headers_decode_the_same_on_both_paths(cmd in command()) {
+                let mut bytes = Vec::new();
+                encode(&cmd, &mut bytes);
+                let wire = json_fast::parse(&bytes);
+                prop_assert!(wire.is_some(), "the fast path declined {:?}", cmd);
+                let fast = wire.map(|wire| command_from(wire, FIELDS_MAX));
+                prop_assert_eq!(fast, Some(Ok(cmd.clone())));
+                prop_assert_eq!(serde_decode(&bytes), Ok(cmd));
+            }
+
+            #[test]
+            fn json_objects_decode_as_serde_does(
+                value in header_value(),
+                spaces in vec(prop::sample::select(vec!["", " ", "\n", "\t\r\n "]), 1..8),
+            ) {
+                let json = serde_json::to_string(&value).expect("a value serializes");
+                agrees(spaced(&json, &spaces).as_bytes())?;
+            }
+
+            #[test]
+            fn tricky_tokens_decode_as_serde_does(
+                pairs in vec((words(KEYS), words(TRICKY)), 0..4),
+                ext in vec((words(KEYS), words(TRICKY)), 0..4),
+            ) {
+                let member = |(k, v): &(&str, &str)| format!("\"{k}\":{v}");
+                let ext: Vec<String> = ext.iter().map(member).collect();
+                let mut members: Vec<String> = pairs.iter().map(member).collect();
+                members.push(format!("\"extFields\":{{{}}}", ext.join(",")));
+                let json = format!("{{{}}}", members.join(","));
+                agrees(json.as_bytes())?;
+            }
+
+            #[test]
+            fn arbitrary_bytes_decode_as_serde_does(bytes in vec(any::<u8>(), 0..64)) {
+                agrees(&bytes)?;
+            }
+
+            #[test]
+            fn mutated_headers_decode_as_serde_does(
+                cmd in command(),
+                edits in vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..4),
+            ) {
+                let mut bytes = Vec::new();
+                encode(&cmd, &mut bytes);
+                for (at, byte, kind) in edits {
+                    let i = at.index(bytes.len());
+                    match kind {
+                        0 => bytes[i] = byte,
+                        1 => bytes.insert(i, byte),
+                        _ => {
+                            bytes.remove(i);
+                        }
+                    }
+                }
+                agrees(&bytes)?;
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@ pub mod binary_header;
 mod command;
 mod ext_fields;
 pub mod frame;
+mod json_fast;
 pub mod json_header;
 mod language;
 pub mod request_code;
