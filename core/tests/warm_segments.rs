@@ -9,7 +9,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -139,30 +139,46 @@ fn warming_converts_just_the_range_asked_for_and_keeps_the_bytes() {
     );
 }
 
-#[test]
-fn the_commit_log_warms_a_window_ahead_of_its_writes() {
+/// A store on segments of four windows, in `flush` mode, holding one
+/// record: its directory, the store and its first CommitLog segment's
+/// path; `None` (said why) where extents cannot be seen.
+fn store_with_one_record(
+    flush: FlushMode,
+) -> Option<(
+    tempfile::TempDir,
+    MessageStore<MmapDisk, SystemClock>,
+    PathBuf,
+)> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let segment = 4 * WINDOW;
     let cfg = StoreConfig {
-        flush_mode: FlushMode::Sync,
-        commit_log_segment_bytes: segment,
+        flush_mode: flush,
+        commit_log_segment_bytes: 4 * WINDOW,
         ..StoreConfig::for_tests()
     };
     let disk = MmapDisk::new(dir.path()).expect("disk");
     drop(disk.create_segment("probe", 1 << 20).expect("create"));
     if !observable(&dir.path().join("probe")) {
-        return;
+        return None;
     }
     let store = block_on(MessageStore::open(disk, SystemClock::new(), cfg)).expect("open");
-    block_on(store.put(msg("T", 0, b"first", None, None), true)).expect("put");
+    let wait = flush == FlushMode::Sync;
+    block_on(store.put(msg("T", 0, b"first", None, None), wait)).expect("put");
     let log = dir.path().join("commitlog").join("00000000000000000000");
+    Some((dir, store, log))
+}
+
+#[test]
+fn the_commit_log_warms_a_window_ahead_of_its_writes() {
+    let Some((_dir, _store, log)) = store_with_one_record(FlushMode::Sync) else {
+        return;
+    };
     assert_eq!(
         wait_written(&log, 0, blocks(WINDOW)),
         vec![],
         "the window ahead of the first write is converted"
     );
     assert!(
-        !unwritten_within(&log, blocks(2 * WINDOW), blocks(segment)).is_empty(),
+        !unwritten_within(&log, blocks(2 * WINDOW), blocks(4 * WINDOW)).is_empty(),
         "the rest of the segment waits until the writes come near"
     );
 }
@@ -173,21 +189,9 @@ fn the_commit_log_warms_a_window_ahead_of_its_writes() {
     reason = "waits for the production disk's allocator thread in real time"
 )]
 fn an_async_store_has_its_window_cached_but_not_converted() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let segment = 4 * WINDOW;
-    let cfg = StoreConfig {
-        flush_mode: FlushMode::Async,
-        commit_log_segment_bytes: segment,
-        ..StoreConfig::for_tests()
-    };
-    let disk = MmapDisk::new(dir.path()).expect("disk");
-    drop(disk.create_segment("probe", 1 << 20).expect("create"));
-    if !observable(&dir.path().join("probe")) {
+    let Some((_dir, _store, log)) = store_with_one_record(FlushMode::Async) else {
         return;
-    }
-    let store = block_on(MessageStore::open(disk, SystemClock::new(), cfg)).expect("open");
-    block_on(store.put(msg("T", 0, b"first", None, None), false)).expect("put");
-    let log = dir.path().join("commitlog").join("00000000000000000000");
+    };
     let window = usize::try_from(WINDOW).expect("fits");
     let deadline = Instant::now() + Duration::from_secs(30);
     while cached_pages(&log, window) < window / 4096 && Instant::now() < deadline {
@@ -227,7 +231,7 @@ fn a_prepared_segment_has_just_its_head_warmed() {
         "the head the writer starts in is converted before the roll"
     );
     assert!(
-        !unwritten_within(&path, blocks(WINDOW), blocks(segment)).is_empty(),
+        !unwritten_within(&path, blocks(WINDOW), blocks(4 * WINDOW)).is_empty(),
         "the rest waits for the CommitLog's window (warming a whole \
          segment at every start cost seconds of CPU and its size in RSS)"
     );
