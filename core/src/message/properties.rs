@@ -128,7 +128,7 @@ impl Properties {
         // One slot per pair up front: growing from empty reallocated the
         // table three times for a typical send's five or six pairs. Capped,
         // so a string of separators cannot reserve 48 bytes per byte.
-        let pairs = bytes.iter().filter(|b| **b == PROPERTY_SEPARATOR).count() + 1;
+        let pairs = bytes.split(|b| *b == PROPERTY_SEPARATOR).count();
         let pairs = pairs.min(PAIRS_RESERVED_MAX);
         let mut props = Self {
             pairs: Vec::with_capacity(pairs),
