@@ -87,7 +87,7 @@ fn chunk_len(map: &MmapRaw, off: usize, end: usize) -> usize {
 /// the pages are read into the page cache (`MADV_WILLNEED`, i.e. forced
 /// readahead: unwritten extents read as zeros without any I/O, in single
 /// pages), clean and unmapped. No fault, no dirty page, nothing written:
-/// at batch 64 × 4 this warmer took 1.7 s of CPU per 10 s run against 3.8 s
+/// at batch 64 × 4 this warmer took 2.2 s of CPU per 10 s run against 3.8 s
 /// for [`Warm::Synced`] (docs/benchmarks.md, issue 20). The kernel reads
 /// ahead at most the file's readahead size per call, so the range goes in
 /// steps of [`READAHEAD_STEP_BYTES`].
