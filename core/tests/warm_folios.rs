@@ -91,17 +91,34 @@ fn cached_and_mapped(addr: usize, len: usize) -> Option<(usize, usize)> {
     Some((cached, mapped))
 }
 
+/// At least this share of a warmed range must stay cached: the kernel may
+/// reclaim a few clean pages at once on a busy machine (CI saw 7,990 of
+/// 8,192), while a warm that did nothing leaves none.
+const CACHED_SHARE: (usize, usize) = (7, 8);
+
+fn warmed_enough((cached, mapped): (usize, usize), len: usize) -> bool {
+    mapped == 0 && cached * CACHED_SHARE.1 >= len / PAGE * CACHED_SHARE.0
+}
+
 /// Waits (up to 30 s) for warming to leave every page of the range cached
-/// and none mapped; the last state seen.
+/// and none mapped, or enough of them cached (see [`CACHED_SHARE`]) with no
+/// change over half a second; the last state seen.
 #[expect(
     clippy::disallowed_methods,
     reason = "waits for the production disk's allocator thread in real time"
 )]
 fn settled(addr: usize, len: usize) -> Option<(usize, usize)> {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = None;
+    let mut since = Instant::now();
     loop {
         let state = cached_and_mapped(addr, len)?;
-        if state == (len / PAGE, 0) || Instant::now() > deadline {
+        if last != Some(state) {
+            last = Some(state);
+            since = Instant::now();
+        }
+        let steady = since.elapsed() > Duration::from_millis(500) && warmed_enough(state, len);
+        if state == (len / PAGE, 0) || steady || Instant::now() > deadline {
             return Some(state);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -122,10 +139,10 @@ fn warmed_pages_stay_in_the_page_cache_but_leave_the_mapping() {
             eprintln!("skipped: /proc/self/pagemap is unreadable here");
             return;
         };
-        assert_eq!(
-            state,
-            (RANGE / PAGE, 0),
-            "(cached, mapped) pages after warming {how:?}"
+        assert!(
+            warmed_enough(state, RANGE),
+            "(cached, mapped) pages after warming {how:?}: {state:?} of {}",
+            RANGE / PAGE
         );
         // The bytes read back as zeros through the mapping.
         assert!(view.iter().all(|b| *b == 0));
