@@ -3,6 +3,7 @@
 //! non-empty key without 0x01/0x02 and a non-empty value without 0x02, so
 //! `parse(encode(p)) == p`.
 
+use super::indexed_properties::for_each_pair_in;
 use super::record::{corrupt, DecodeError, EncodeError};
 
 /// Separates a key from its value.
@@ -128,20 +129,15 @@ impl Properties {
         // One slot per pair up front: growing from empty reallocated the
         // table three times for a typical send's five or six pairs. Capped,
         // so a string of separators cannot reserve 48 bytes per byte.
-        let pairs = bytes.split(|b| *b == PROPERTY_SEPARATOR).count();
+        let pairs = count_byte(bytes, PROPERTY_SEPARATOR) + 1;
         let pairs = pairs.min(PAIRS_RESERVED_MAX);
         let mut props = Self {
             pairs: Vec::with_capacity(pairs),
         };
-        for segment in text.split(char::from(PROPERTY_SEPARATOR)) {
-            let Some((key, value)) = segment.split_once(char::from(NAME_VALUE_SEPARATOR)) else {
-                continue;
-            };
-            if key.is_empty() || value.is_empty() {
-                continue;
-            }
+        // The same one-pass walk (and skipping rules) as `for_each_pair`.
+        for_each_pair_in(text, |key, value| {
             props.set(key, value);
-        }
+        });
         Ok(props)
     }
 
@@ -238,6 +234,16 @@ impl Properties {
     }
 }
 
+/// How many times `needle` occurs in `bytes`. Counted per chunk in a `u8`
+/// (a chunk of 255 cannot overflow it), which the compiler vectorises.
+fn count_byte(bytes: &[u8], needle: u8) -> usize {
+    bytes
+        .chunks(usize::from(u8::MAX))
+        .map(|chunk| chunk.iter().fold(0_u8, |n, &b| n + u8::from(b == needle)))
+        .map(usize::from)
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +278,31 @@ mod tests {
         let props = Properties::parse(b"a\x011\x02b\x012\x02a\x013\x02").expect("valid");
         let pairs: Vec<_> = props.iter().collect();
         assert_eq!(pairs, [("a", "3"), ("b", "2")]);
+    }
+
+    #[test]
+    fn parse_reserves_one_slot_per_segment_up_to_the_cap() {
+        let props = Properties::parse(b"a\x011\x02b\x012\x02c").expect("valid");
+        assert!(props.pairs.capacity() >= 3);
+        let separators = vec![PROPERTY_SEPARATOR; 600];
+        let props = Properties::parse(&separators).expect("valid");
+        assert!(props.is_empty());
+        assert!(props.pairs.capacity() <= PAIRS_RESERVED_MAX);
+    }
+
+    #[test]
+    fn count_byte_counts_across_chunks() {
+        let mut raw = vec![b'k'; 700];
+        for i in (0..700).step_by(3) {
+            raw[i] = PROPERTY_SEPARATOR;
+        }
+        let expected = raw.split(|b| *b == PROPERTY_SEPARATOR).count() - 1;
+        assert_eq!(count_byte(&raw, PROPERTY_SEPARATOR), expected);
+        assert_eq!(
+            count_byte(&vec![PROPERTY_SEPARATOR; 600], PROPERTY_SEPARATOR),
+            600
+        );
+        assert_eq!(count_byte(b"", PROPERTY_SEPARATOR), 0);
     }
 
     #[test]
