@@ -57,10 +57,48 @@ impl FieldValue for bool {
 
 /// A typed-header field: reads itself from and writes itself to `extFields`.
 pub trait HeaderField: Sized {
+    /// Builds the field named `key` from its `extFields` value, `None` when
+    /// the key is absent (`command_header!` finds every field's value in
+    /// one pass over the entries, then builds each field with this).
+    fn from_value(value: Option<&str>, key: &'static str) -> Result<Self>;
     /// Reads the field named `key`.
-    fn read(ext: &ExtFields, key: &'static str) -> Result<Self>;
+    fn read(ext: &ExtFields, key: &'static str) -> Result<Self> {
+        Self::from_value(ext.get(key), key)
+    }
     /// Writes the field under `key` (absent optional fields write nothing).
     fn write(&self, key: &'static str, ext: &mut ExtFields);
+}
+
+/// True when no key appears twice. `command_header!` asserts it at compile
+/// time: its one-pass decode gives each key's value to one field only.
+pub(crate) const fn keys_unique(keys: &[&str]) -> bool {
+    let mut i = 0;
+    while i < keys.len() {
+        let mut j = i + 1;
+        while j < keys.len() {
+            if bytes_equal(keys[i].as_bytes(), keys[j].as_bytes()) {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Byte-slice equality usable in a `const` context.
+const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 fn parse_present<T: FieldValue>(key: &'static str, text: &str) -> Result<T> {
@@ -71,8 +109,8 @@ fn parse_present<T: FieldValue>(key: &'static str, text: &str) -> Result<T> {
 }
 
 impl<T: FieldValue> HeaderField for T {
-    fn read(ext: &ExtFields, key: &'static str) -> Result<Self> {
-        let text = ext.get(key).ok_or(Error::MissingField { field: key })?;
+    fn from_value(value: Option<&str>, key: &'static str) -> Result<Self> {
+        let text = value.ok_or(Error::MissingField { field: key })?;
         parse_present(key, text)
     }
     fn write(&self, key: &'static str, ext: &mut ExtFields) {
@@ -81,10 +119,8 @@ impl<T: FieldValue> HeaderField for T {
 }
 
 impl<T: FieldValue> HeaderField for Option<T> {
-    fn read(ext: &ExtFields, key: &'static str) -> Result<Self> {
-        ext.get(key)
-            .map(|text| parse_present(key, text))
-            .transpose()
+    fn from_value(value: Option<&str>, key: &'static str) -> Result<Self> {
+        value.map(|text| parse_present(key, text)).transpose()
     }
     fn write(&self, key: &'static str, ext: &mut ExtFields) {
         if let Some(value) = self {

@@ -56,18 +56,48 @@ macro_rules! command_header {
             fn to_ext_fields(&self, ext: &mut $crate::ExtFields) {
                 $( $crate::header::field::HeaderField::write(&self.$field, $key, ext); )*
             }
+            // One pass over the entries (unique, so each field's slot is set
+            // at most once) instead of one lookup per field; then the fields
+            // are built in declaration order, so the first failure is the
+            // same one a lookup per field would report.
             fn from_ext_fields(
+                ext: &$crate::ExtFields,
+            ) -> $crate::Result<Self> {
+                $( let mut $field: Option<&str> = None; )*
+                for (key, value) in ext.iter() {
+                    match key {
+                        $( $key => $field = Some(value), )*
+                        _ => {}
+                    }
+                }
+                Ok(Self {
+                    $( $field: $crate::header::field::HeaderField::from_value($field, $key)?, )*
+                })
+            }
+        }
+
+        // The one-pass decode hands each key's value to a single field.
+        const _: () = assert!(
+            $crate::header::field::keys_unique($name::FIELDS),
+            concat!(stringify!($name), " declares an extFields key twice"),
+        );
+
+        impl $name {
+            /// The wire names of every field, in declaration order.
+            pub const FIELDS: &'static [&'static str] = &[$($key),*];
+
+            /// The decode before the one pass: a lookup per field, in
+            /// declaration order (the reference the property tests hold
+            /// `from_ext_fields` to).
+            #[cfg(test)]
+            #[allow(dead_code)]
+            pub(crate) fn from_ext_fields_per_field(
                 ext: &$crate::ExtFields,
             ) -> $crate::Result<Self> {
                 Ok(Self {
                     $( $field: $crate::header::field::HeaderField::read(ext, $key)?, )*
                 })
             }
-        }
-
-        impl $name {
-            /// The wire names of every field, in declaration order.
-            pub const FIELDS: &'static [&'static str] = &[$($key),*];
 
             /// Builds a header from one random seed per field (property tests).
             #[cfg(test)]
@@ -142,6 +172,41 @@ mod tests {
         assert!(SendMessageRequestHeaderV2::from_ext_fields(&bad).is_err());
     }
 
+    /// A field value: often a valid number or boolean, sometimes one that
+    /// does not parse (overflow, stray text, empty).
+    fn field_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "-?[0-9]{1,20}",
+            "(true|false|TRUE|False|0|1)",
+            ".{0,8}",
+            Just(String::new()),
+        ]
+    }
+
+    /// `extFields` for a header with these keys: each field present or
+    /// missing with any value, plus unknown keys (some colliding with field
+    /// keys, some pushing the map past the size where lookups go binary).
+    fn ext_fields_for(keys: &'static [&'static str]) -> impl Strategy<Value = ExtFields> {
+        let fields =
+            proptest::collection::vec(proptest::option::weighted(0.85, field_value()), keys.len());
+        let extra = proptest::collection::vec(("[a-zA-Z_]{0,4}", field_value()), 0..12);
+        (fields, extra, any::<bool>()).prop_map(move |(fields, extra, extra_last)| {
+            let mut ext = ExtFields::new();
+            let present = keys
+                .iter()
+                .zip(fields)
+                .filter_map(|(key, value)| Some(((*key).to_owned(), value?)));
+            if extra_last {
+                ext.extend(present);
+                ext.extend(extra);
+            } else {
+                ext.extend(extra);
+                ext.extend(present);
+            }
+            ext
+        })
+    }
+
     macro_rules! round_trip_all {
         ($($ty:ident),* $(,)?) => {$(
             #[allow(non_snake_case)]
@@ -194,6 +259,77 @@ mod tests {
             CreateTopicRequestHeader,
             DeleteTopicRequestHeader,
             GetConsumeStatsRequestHeader,
+        );
+    }
+
+    /// Every header's one-pass `from_ext_fields` returns what a lookup per
+    /// field returns, error included (compared through `Debug`, as `Error`
+    /// has no `PartialEq`).
+    macro_rules! one_pass_all {
+        ($($ty:ident),* $(,)?) => {$(
+            #[allow(non_snake_case)]
+            mod $ty {
+                use super::super::*;
+                proptest! {
+                    #![proptest_config(ProptestConfig::with_cases(128))]
+                    #[test]
+                    fn matches_per_field_read(ext in ext_fields_for(crate::header::$ty::FIELDS)) {
+                        use crate::header::$ty as H;
+                        prop_assert_eq!(
+                            format!("{:?}", H::from_ext_fields(&ext)),
+                            format!("{:?}", H::from_ext_fields_per_field(&ext))
+                        );
+                    }
+                }
+            }
+        )*};
+    }
+
+    mod one_pass {
+        one_pass_all!(
+            SendMessageRequestHeader,
+            SendMessageRequestHeaderV2,
+            SendMessageResponseHeader,
+            ReplyMessageRequestHeader,
+            PullMessageRequestHeader,
+            PullMessageResponseHeader,
+            QueryConsumerOffsetRequestHeader,
+            UpdateConsumerOffsetRequestHeader,
+            QueueRequestHeader,
+            SearchOffsetRequestHeader,
+            OffsetResponseHeader,
+            EarliestMsgStoretimeResponseHeader,
+            QueryMessageRequestHeader,
+            QueryMessageResponseHeader,
+            ViewMessageRequestHeader,
+            UnregisterClientRequestHeader,
+            GetConsumerListByGroupRequestHeader,
+            NotifyConsumerIdsChangedRequestHeader,
+            ConsumerSendMsgBackRequestHeader,
+            GetConsumerRunningInfoRequestHeader,
+            ConsumeMessageDirectlyRequestHeader,
+            HeartbeatResponseHeader,
+            EndTransactionRequestHeader,
+            CheckTransactionStateRequestHeader,
+            RegisterBrokerRequestHeader,
+            RegisterBrokerResponseHeader,
+            BrokerIdentityRequestHeader,
+            QueryDataVersionResponseHeader,
+            GetRouteInfoRequestHeader,
+            GetTopicsByClusterRequestHeader,
+            PutKvConfigRequestHeader,
+            KvConfigKeyRequestHeader,
+            GetKvConfigResponseHeader,
+            CreateTopicRequestHeader,
+            DeleteTopicRequestHeader,
+            GetConsumeStatsRequestHeader,
+            DeleteSubscriptionGroupRequestHeader,
+            ResetOffsetRequestHeader,
+            AclCheckRequestHeader,
+            SluicePopReceiveRequestHeader,
+            SluicePopReceiveResponseHeader,
+            SluicePopAckRequestHeader,
+            SluicePopRenewHeader,
         );
     }
 
