@@ -16,10 +16,12 @@
 //! client's) are also checked against `sequences`, exact beyond the window.
 
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use indexmap::IndexMap;
+use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
+use indexmap::{Equivalent, IndexMap};
 
 use sluice_core::message::sys_flag::TRANSACTION_MASK;
 use sluice_core::message::{
@@ -112,10 +114,22 @@ enum Slot {
 #[derive(Default)]
 struct State {
     slots: IndexMap<Key<2>, Slot>,
-    /// Stored keys oldest first: (store time, sequence, key). An
-    /// item whose sequence no longer matches its slot is stale.
-    order: VecDeque<(i64, u64, Key<2>)>,
+    /// Stored keys oldest first. An item whose sequence no longer matches
+    /// its slot is stale.
+    order: VecDeque<Stored>,
     next_seq: u64,
+}
+
+/// One stored key in expiry order: its store time and sequence, and the
+/// key with its hash in `slots`, so expiring it finds the slot without
+/// hashing the key's text again or reading it (the oldest keys are the
+/// coldest in memory).
+#[derive(Debug)]
+struct Stored {
+    at: i64,
+    seq: u64,
+    hash: u64,
+    key: Key<2>,
 }
 
 /// The window.
@@ -196,13 +210,19 @@ impl DedupeWindow {
     pub fn claim(&self, topic: &str, key: &str, now_ms: i64) -> Claim {
         let mut st = self.lock();
         self.expire(&mut st, now_ms);
-        match st.slots.entry(Key::new([topic, key])) {
-            indexmap::map::Entry::Occupied(slot) => match slot.get() {
+        let id = Parts([topic, key]);
+        let hash = st.slots.hasher().hash_one(&id);
+        match st
+            .slots
+            .raw_entry_mut_v1()
+            .from_hash(hash, |k| id.equivalent(k))
+        {
+            RawEntryMut::Occupied(slot) => match slot.get() {
                 Slot::Stored { original, .. } => Claim::Stored(*original),
                 Slot::Pending => Claim::InFlight,
             },
-            indexmap::map::Entry::Vacant(slot) => {
-                slot.insert(Slot::Pending);
+            RawEntryMut::Vacant(slot) => {
+                slot.insert_hashed_nocheck(hash, Key::new([topic, key]), Slot::Pending);
                 Claim::Claimed
             }
         }
@@ -239,16 +259,29 @@ impl DedupeWindow {
         let seq = st.next_seq;
         st.next_seq += 1;
         let slot = Slot::Stored { original, seq };
+        let parts = Parts([topic, key]);
+        let hash = st.slots.hasher().hash_one(&parts);
         // The claim's key is reused: one lookup, no new key.
-        let id = if let Some((_, id, held)) = st.slots.get_full_mut(&Parts([topic, key])) {
-            *held = slot;
-            id.clone()
-        } else {
-            let id = Key::new([topic, key]);
-            st.slots.insert(id.clone(), slot);
-            id
+        let key = match st
+            .slots
+            .raw_entry_mut_v1()
+            .from_hash(hash, |k| parts.equivalent(k))
+        {
+            RawEntryMut::Occupied(mut held) => {
+                held.insert(slot);
+                held.key().clone()
+            }
+            RawEntryMut::Vacant(vacant) => {
+                let (key, _) = vacant.insert_hashed_nocheck(hash, Key::new([topic, key]), slot);
+                key.clone()
+            }
         };
-        st.order.push_back((stored_ms, seq, id));
+        st.order.push_back(Stored {
+            at: stored_ms,
+            seq,
+            hash,
+            key,
+        });
     }
 
     /// Drops stored keys older than the window, then the oldest while over
@@ -256,16 +289,20 @@ impl DedupeWindow {
     fn expire(&self, st: &mut State, now_ms: i64) {
         let window = i64::try_from(self.window_ms).unwrap_or(i64::MAX);
         let cutoff = now_ms.saturating_sub(window);
-        while let Some((at, seq, _)) = st.order.front() {
-            let live = st.order.len();
-            if *at >= cutoff && live <= self.keys_max {
+        while let Some(oldest) = st.order.front() {
+            if oldest.at >= cutoff && st.order.len() <= self.keys_max {
                 break;
             }
-            let seq = *seq;
-            let Some((_, _, id)) = st.order.pop_front() else {
+            let Some(Stored { seq, hash, key, .. }) = st.order.pop_front() else {
                 break;
             };
-            if let Some((index, _, Slot::Stored { seq: s, .. })) = st.slots.get_full(&id) {
+            // The same key object, not an equal one: a slot removed and
+            // claimed again holds a new key (and a new sequence).
+            let found = st
+                .slots
+                .raw_entry_v1()
+                .from_hash_full(hash, |k| k.same(&key));
+            if let Some((index, _, Slot::Stored { seq: s, .. })) = found {
                 if *s == seq {
                     st.slots.swap_remove_index(index);
                 }

@@ -32,6 +32,11 @@ impl<const N: usize> Key<N> {
         }
     }
 
+    /// True when `other` is this very key (a clone of it), not just equal.
+    pub fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.text, &other.text)
+    }
+
     /// The strings, in the order given.
     pub fn parts(&self) -> [&str; N] {
         let mut start = 0;

@@ -64,6 +64,31 @@ fn past_the_key_cap_the_oldest_keys_go_first() {
     assert_eq!(w.claim("T", "D", 2_000), Claim::Stored(original(3)));
 }
 
+/// A key stored again leaves a stale item in the expiry order; expiring
+/// that item must not drop the key's newer slot, and a key released and
+/// claimed again is a new key object that the old item must not find.
+#[test]
+fn stale_expiry_items_never_drop_a_newer_slot() {
+    let w = DedupeWindow::new(600_000, 2);
+    store(&w, "T", "A", 1, 1_000);
+    w.stored("T", "A", None, original(2), 1_001);
+    store(&w, "T", "B", 3, 1_002);
+    assert_eq!(w.claim("T", "A", 1_003), Claim::Stored(original(2)));
+    store(&w, "T", "C", 4, 1_004);
+    assert_eq!(
+        w.claim("T", "A", 1_005),
+        Claim::Claimed,
+        "its live item expired"
+    );
+    w.release("T", "A");
+    // B's item is next; a new claim of A in flight stays through expiry.
+    assert_eq!(w.claim("T", "A", 1_006), Claim::Claimed);
+    store(&w, "T", "D", 5, 1_007);
+    assert_eq!(w.claim("T", "A", 1_008), Claim::InFlight);
+    assert_eq!(w.claim("T", "B", 1_008), Claim::Claimed, "B expired");
+    assert_eq!(w.claim("T", "C", 1_008), Claim::Stored(original(4)));
+}
+
 #[test]
 fn a_zero_window_or_cap_disables_dedupe() {
     assert!(!DedupeWindow::new(0, 10).enabled());
