@@ -36,6 +36,18 @@ pub(crate) enum Scope<'a> {
     },
 }
 
+/// Each queue's new max offset, by topic: a topic is copied once per
+/// dispatch, not once per record.
+type Grown = BTreeMap<String, BTreeMap<i32, QueueOffset>>;
+
+fn note_grown(grown: &mut Grown, topic: &str, queue_id: i32, max: QueueOffset) {
+    if let Some(queues) = grown.get_mut(topic) {
+        queues.insert(queue_id, max);
+    } else {
+        grown.insert(topic.to_owned(), BTreeMap::from([(queue_id, max)]));
+    }
+}
+
 /// The dispatch cursor.
 #[derive(Debug, Default)]
 pub(crate) struct Dispatcher {
@@ -55,7 +67,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
 
     /// Like [`dispatch_to`](Self::dispatch_to), ignoring the gate.
     pub(crate) fn dispatch_to_ungated(&self, limit: u64) -> Result<()> {
-        let mut grown: BTreeMap<(String, i32), QueueOffset> = BTreeMap::new();
+        let mut grown = Grown::new();
         let outcome = {
             let mut d = self.lock_dispatcher();
             self.dispatch_below(&mut d, limit, &mut grown)
@@ -68,8 +80,10 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             .expect("invariant: lock not poisoned")
             .clone();
         if let Some(listener) = listener {
-            for ((topic, queue_id), max) in grown {
-                listener(&topic, queue_id, max);
+            for (topic, queues) in grown {
+                for (queue_id, max) in queues {
+                    listener(&topic, queue_id, max);
+                }
             }
         }
         outcome
@@ -80,17 +94,12 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// segment or an index file, EIO reading the log) stops it with the
     /// cursor on the record that failed, to be retried by a later dispatch;
     /// only a record that is not valid fences the store.
-    fn dispatch_below(
-        &self,
-        d: &mut Dispatcher,
-        limit: u64,
-        grown: &mut BTreeMap<(String, i32), QueueOffset>,
-    ) -> Result<()> {
+    fn dispatch_below(&self, d: &mut Dispatcher, limit: u64, grown: &mut Grown) -> Result<()> {
         while d.cursor < limit {
             match step_fresh_or_io(self.log.chain(), d.cursor)? {
                 Step::Record(rec, _) => {
                     if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
-                        grown.insert((rec.topic.clone(), rec.queue_id), q);
+                        note_grown(grown, &rec.topic, rec.queue_id, q);
                     }
                     d.cursor += u64::from(rec.total_size);
                     d.last_store_ms = rec.store_timestamp_ms;
