@@ -12,32 +12,60 @@
 //! the ceiling of any broker that keeps messages in the page cache, which
 //! on a VM that returns freed pages to its host pays for every new page.
 //!
+//! With `--backlog N` (default 0: no consume side at all) `DrainTopic` also
+//! holds N synthetic 1 KiB messages spread evenly over its queues (offsets
+//! `0..N/4` each), served from memory: each pull copies one pre-encoded
+//! stored-message record per message and patches its queue, offsets and
+//! `UNIQ_KEY`. Consumers get what a real broker answers (heartbeats,
+//! offsets, pulls with Apache's codes and header, sent-back messages that
+//! return through `%RETRY%group` after their delay level), so `peerdrv
+//! drain` and `peerdrv push` against it measure the driver-bound ceiling of
+//! the drain and push rows. Sends are still answered and never stored.
+//!
 //! `cargo run --release -p sluice-net --example null_broker -- [--namesrv ADDR] [--listen ADDR]
-//! [--append FILE]` (defaults `127.0.0.1:9876`, `127.0.0.1:10911`); topics
-//! `BenchTopic` and `DrainTopic`, 4 queues each.
+//! [--append FILE] [--backlog N]` (defaults `127.0.0.1:9876`, `127.0.0.1:10911`);
+//! topics `BenchTopic` and `DrainTopic`, 4 queues each. The first request
+//! of each code is logged to stderr.
+
+#[path = "null_broker/backlog.rs"]
+mod backlog;
+#[path = "null_broker/clients.rs"]
+mod clients;
+#[path = "null_broker/record.rs"]
+mod record;
+#[path = "null_broker/retry.rs"]
+mod retry;
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sluice_net::body::{self, RegisterBrokerBody, TopicConfig};
+use sluice_net::body::{self, DataVersion, RegisterBrokerBody, TopicConfig};
 use sluice_net::header::{
     RegisterBrokerRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
 };
 use sluice_net::remoting::{request_code, response_code};
+use sluice_net::rpc::{Handler, HandlerFuture};
 use sluice_net::{
     HandlerTable, RemotingCommand, RequestContext, RpcClient, RpcConfig, RpcServer, TokioTransport,
 };
+
+use backlog::Backlog;
 
 const TOPICS: [&str; 2] = ["BenchTopic", "DrainTopic"];
 const QUEUES: i32 = 4;
 /// `PERM_READ | PERM_WRITE`.
 const PERM_READ_WRITE: i32 = 6;
 const REGISTER_EVERY: Duration = Duration::from_secs(10);
+/// Queues of a retry topic (Apache's `retryQueueNums`).
+const RETRY_QUEUES: i32 = 1;
+/// Largest `--backlog`: physical offsets stay far below the retry ones.
+const BACKLOG_MAX: u64 = 1_000_000_000;
 
 /// Where `--append` puts the bodies: the file and its next free offset.
 struct Sink {
@@ -82,6 +110,41 @@ fn offset_msg_id(offset: i64) -> String {
     format!("7F00000100002A9F{offset:016X}")
 }
 
+/// Wall-clock ms: store times, and when a sent-back message comes due.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a benchmark example, outside the simulation's seams"
+)]
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_millis()).ok())
+        .unwrap_or(0)
+}
+
+/// The handler table, logging the first request of each code (which
+/// requests a client sends, at the cost of one load per request).
+struct FirstSeen {
+    table: HandlerTable,
+    seen: Vec<AtomicBool>,
+}
+
+impl Handler for FirstSeen {
+    fn handle(&self, ctx: RequestContext, request: RemotingCommand) -> HandlerFuture {
+        let seen = usize::try_from(request.code)
+            .ok()
+            .and_then(|c| self.seen.get(c));
+        if let Some(seen) = seen {
+            if !seen.load(Ordering::Relaxed) && !seen.swap(true, Ordering::Relaxed) {
+                let name = request_code::name(request.code).unwrap_or("unknown");
+                eprintln!("null_broker: first {name} ({})", request.code);
+            }
+        }
+        self.table.handle(ctx, request)
+    }
+}
+
 fn table(next_offset: &Arc<AtomicI64>, sink: Option<&Arc<Sink>>) -> HandlerTable {
     let mut table = HandlerTable::new();
     for code in [request_code::HEART_BEAT, request_code::UNREGISTER_CLIENT] {
@@ -109,23 +172,33 @@ fn table(next_offset: &Arc<AtomicI64>, sink: Option<&Arc<Sink>>) -> HandlerTable
     table
 }
 
-fn registration(listen: &str) -> RemotingCommand {
-    let topic_config_table: BTreeMap<String, TopicConfig> = TOPICS
-        .iter()
-        .map(|t| {
+/// The registration of `TOPICS` and of the consumers' retry topics.
+fn registration(listen: &str, retry_topics: &[String], started_ms: i64) -> RemotingCommand {
+    let topics = TOPICS.iter().map(|t| ((*t).to_owned(), QUEUES));
+    let retries = retry_topics.iter().map(|t| (t.clone(), RETRY_QUEUES));
+    let topic_config_table: BTreeMap<String, TopicConfig> = topics
+        .chain(retries)
+        .map(|(name, queues)| {
             let config = TopicConfig {
-                topic_name: (*t).to_owned(),
-                read_queue_nums: QUEUES,
-                write_queue_nums: QUEUES,
+                topic_name: name.clone(),
+                read_queue_nums: queues,
+                write_queue_nums: queues,
                 perm: PERM_READ_WRITE,
                 topic_filter_type: "SINGLE_TAG".to_owned(),
                 ..TopicConfig::default()
             };
-            ((*t).to_owned(), config)
+            (name, config)
         })
         .collect();
     let mut body = RegisterBrokerBody::default();
-    body.topic_config_serialize_wrapper.topic_config_table = topic_config_table;
+    let wrapper = &mut body.topic_config_serialize_wrapper;
+    wrapper.topic_config_table = topic_config_table;
+    // Name servers take a broker's topics again only when this changes.
+    wrapper.data_version = DataVersion {
+        timestamp: started_ms,
+        counter: i64::try_from(retry_topics.len()).unwrap_or(i64::MAX),
+        state_version: 0,
+    };
     let json = body::encode(&body, "RegisterBrokerBody").expect("serializable");
     let header = RegisterBrokerRequestHeader {
         broker_name: "null-broker".to_owned(),
@@ -138,6 +211,26 @@ fn registration(listen: &str) -> RemotingCommand {
         master_epoch: None,
     };
     RemotingCommand::request_with_header(request_code::REGISTER_BROKER, &header).with_body(json)
+}
+
+/// `--backlog`, at most `BACKLOG_MAX`.
+fn backlog_arg() -> u64 {
+    let text = arg("--backlog", "0");
+    match text.parse::<u64>() {
+        Ok(n) if n <= BACKLOG_MAX => n,
+        _ => {
+            eprintln!("null_broker: --backlog takes a count up to {BACKLOG_MAX}, not {text:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The store host records name: the listen address when it is IPv4.
+fn store_host(listen: &str) -> ([u8; 4], u16) {
+    match listen.parse::<SocketAddr>() {
+        Ok(SocketAddr::V4(a)) => (a.ip().octets(), a.port()),
+        _ => ([127, 0, 0, 1], 10911),
+    }
 }
 
 #[tokio::main]
@@ -153,18 +246,32 @@ async fn main() {
             end: AtomicU64::new(0),
         })
     });
-    let server = RpcServer::bind(
-        &TokioTransport,
-        &listen,
-        RpcConfig::default(),
-        table(&next_offset, sink.as_ref()),
-    )
-    .await
-    .expect("bind the broker port");
+    let started_ms = now_ms();
+    let total = backlog_arg();
+    let backlog = (total > 0).then(|| Arc::new(Backlog::new(total, store_host(&listen))));
+    let mut table = table(&next_offset, sink.as_ref());
+    if let Some(backlog) = &backlog {
+        clients::register(&mut table, backlog);
+    }
+    let handler = FirstSeen {
+        table,
+        seen: (0..1_024).map(|_| AtomicBool::new(false)).collect(),
+    };
+    let server = RpcServer::bind(&TokioTransport, &listen, RpcConfig::default(), handler)
+        .await
+        .expect("bind the broker port");
     let client = RpcClient::new(TokioTransport, RpcConfig::default());
     loop {
+        let retry_topics = backlog
+            .as_ref()
+            .map(|b| b.retry_topics())
+            .unwrap_or_default();
         match client
-            .invoke(&namesrv, registration(&listen), Duration::from_secs(3))
+            .invoke(
+                &namesrv,
+                registration(&listen, &retry_topics, started_ms),
+                Duration::from_secs(3),
+            )
             .await
         {
             Ok(r) if r.code == response_code::SUCCESS => {}
@@ -174,11 +281,21 @@ async fn main() {
             ),
             Err(e) => eprintln!("null_broker: registration failed: {e}"),
         }
+        let consumed = backlog
+            .as_ref()
+            .map(|b| format!(", {}", b.summary()))
+            .unwrap_or_default();
         println!(
-            "null_broker on {}: {} sends answered",
+            "null_broker on {}: {} sends answered{consumed}",
             server.local_addr(),
             next_offset.load(Ordering::Relaxed)
         );
-        tokio::time::sleep(REGISTER_EVERY).await;
+        match &backlog {
+            Some(b) => tokio::select! {
+                () = tokio::time::sleep(REGISTER_EVERY) => {}
+                () = b.topics_changed() => {}
+            },
+            None => tokio::time::sleep(REGISTER_EVERY).await,
+        }
     }
 }
