@@ -403,32 +403,56 @@ fn space_returning_during_open_lets_the_deferred_tail_dispatch() {
     }
 }
 
+/// Records the store keeps notes of for dispatch (`commit_log::fresh`):
+/// past them, dispatch reads records back from the log.
+const FRESH_NOTES_MAX: usize = 8192;
+
 #[test]
 fn a_commit_log_read_error_fails_the_get_and_does_not_fence_dispatch() {
     let disk = SimDisk::new(8);
     let clock = ManualClock::new(T0_MS);
     let store = open(&disk, &clock, StoreConfig::for_tests());
-    // Dispatch reads the record it makes visible: an EIO there must defer
-    // it, not fence the store.
-    disk.fail_reads_under("commitlog", 1);
+    // Held back by the gate, the appender's notes fill up: the record after
+    // them is one dispatch reads back from the log.
+    store.set_confirmed(sluice_core::CommitLogOffset::new(0));
+    let noted: Vec<_> = (0..FRESH_NOTES_MAX)
+        .map(|_| msg("T", 0, b"n", None, None))
+        .collect();
+    for chunk in noted.chunks(64) {
+        block_on(store.put_batch(chunk.to_vec(), true)).expect("put");
+    }
     block_on(store.put(msg("T", 0, b"a", None, None), true)).expect("put");
+    // An EIO on that read must defer the record, not fence the store.
+    disk.fail_reads_under("commitlog", 1);
+    store.set_confirmed(sluice_core::CommitLogOffset::UNGATED);
+    assert_eq!(disk.stats().read_eio_injected, 1, "dispatch read the log");
+    let n = u64::try_from(FRESH_NOTES_MAX).expect("fits");
+    // The record that could not be read waits, and every one after it.
+    assert!(
+        store.max_offset("T", 0) < QueueOffset::new(n + 1),
+        "deferred"
+    );
     block_on(store.put(msg("T", 0, b"b", None, None), true))
         .expect("a read error does not fence the store");
-    assert_eq!(disk.stats().read_eio_injected, 1);
+    assert_eq!(store.max_offset("T", 0), QueueOffset::new(n + 2));
     // A get whose record cannot be read fails: it never answers past a
     // message it did not return.
     disk.fail_reads_under("commitlog", 1);
     let failed = store.get(
         "T",
         0,
-        QueueOffset::new(0),
+        QueueOffset::new(n),
         32,
         1 << 20,
         &TagsFilter::default(),
     );
     assert!(failed.is_err(), "{failed:?}");
     let got: Vec<(u64, Vec<u8>)> = all_bodies(&store, "T", 0);
-    assert_eq!(got, vec![(0, b"a".to_vec()), (1, b"b".to_vec())]);
+    assert_eq!(got.len(), FRESH_NOTES_MAX + 2);
+    assert_eq!(
+        got[FRESH_NOTES_MAX..],
+        [(n, b"a".to_vec()), (n + 1, b"b".to_vec())]
+    );
 }
 
 #[test]

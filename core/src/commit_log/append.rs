@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::fresh::Fresh;
 use super::{is_dispatchable, Appended, CommitLog, Writer, BLANK_RECORD_BYTES};
 use crate::clock::Clock;
 use crate::disk::Disk;
@@ -59,6 +60,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             reason: "segment size exceeds 4 GiB".to_owned(),
         })?;
         self.chain.write(w.pos, &encode_blank(remaining))?;
+        self.fresh.push([Fresh::skip(w.pos, next - w.pos)]);
         w.pos = next;
         Ok(())
     }
@@ -125,6 +127,21 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         }
         w.pos = start + total as u64;
         w.last_store_ms = store_ms;
+        self.fresh.push(
+            run.iter()
+                .zip(&out[counted..])
+                .map(|(&(msg, _, _), a)| Fresh {
+                    phys: a.phys_offset.0,
+                    size: a.size,
+                    skip: false,
+                    queue_id: msg.queue_id,
+                    queue_offset: a.queue_offset.0,
+                    sys_flag: msg.effective_sys_flag(),
+                    store_ms,
+                    topic: msg.topic.clone(),
+                    properties: msg.properties.clone(),
+                }),
+        );
         self.warm_ahead(w);
         Ok(())
     }

@@ -6,6 +6,7 @@
 //! complete records; nothing is reported durable after a failed sync.
 
 mod append;
+pub(crate) mod fresh;
 mod group_commit;
 pub(crate) mod scan;
 
@@ -88,6 +89,8 @@ pub struct CommitLog<D: Disk, C: Clock> {
     follower: AtomicBool,
     /// How the window ahead of the writer is warmed (by flush mode).
     warming: Warm,
+    /// What dispatch needs of the records just appended (see `fresh`).
+    fresh: fresh::FreshNotes,
 }
 
 /// True for records that get a ConsumeQueue entry: everything except
@@ -121,6 +124,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             stats: Arc::default(),
             follower: AtomicBool::new(false),
             warming,
+            fresh: fresh::FreshNotes::default(),
         })
     }
 
@@ -335,6 +339,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         };
         match wrote {
             Ok(new_pos) => {
+                self.fresh.push([fresh::Fresh::skip(pos, new_pos - pos)]);
                 w.pos = new_pos;
                 self.written.store(new_pos, Ordering::Release);
                 new_pos
@@ -368,7 +373,14 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// Switches follower mode: a follower (a replica) writes only bytes
     /// copied from its master and never pads on its own.
     pub(crate) fn set_follower(&self, on: bool) {
+        self.fresh.clear();
         self.follower.store(on, Ordering::Release);
+    }
+
+    /// The note of the record just appended at `pos`, if one is held (see
+    /// `fresh`); notes of records below `pos` are dropped.
+    pub(crate) fn take_fresh(&self, pos: u64) -> Option<fresh::Fresh> {
+        self.fresh.take_at(pos)
     }
 
     /// True while the log is a follower's copy.
@@ -501,6 +513,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// sets the queues' next offsets.
     pub(crate) fn rewind(&self, to: u64, queue_next: BTreeMap<String, BTreeMap<i32, u64>>) {
         let mut w = self.lock_writer();
+        self.fresh.clear();
         w.pos = to;
         w.queue_next = queue_next;
         w.warmed_to = w.warmed_to.min(to);

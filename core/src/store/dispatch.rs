@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::clock::Clock;
+use crate::commit_log::fresh::Fresh;
 use crate::commit_log::is_dispatchable;
 use crate::commit_log::scan::{step_fresh_or_io, Step};
 use crate::consume_queue::CqEntry;
@@ -34,6 +35,49 @@ pub(crate) enum Scope<'a> {
         queues: &'a BTreeSet<(String, i32)>,
         index: bool,
     },
+}
+
+/// What dispatch reads of a record: from the record read back from the
+/// log, or from the note its appender left (`commit_log::fresh`).
+pub(crate) struct Dispatched<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) queue_id: i32,
+    pub(crate) queue_offset: i64,
+    pub(crate) phys_offset: i64,
+    pub(crate) total_size: u32,
+    pub(crate) sys_flag: i32,
+    pub(crate) store_timestamp_ms: i64,
+    pub(crate) properties: &'a [u8],
+}
+
+impl<'a> From<&'a StoredRecord> for Dispatched<'a> {
+    fn from(rec: &'a StoredRecord) -> Self {
+        Self {
+            topic: &rec.topic,
+            queue_id: rec.queue_id,
+            queue_offset: rec.queue_offset,
+            phys_offset: rec.phys_offset,
+            total_size: rec.total_size,
+            sys_flag: rec.sys_flag,
+            store_timestamp_ms: rec.store_timestamp_ms,
+            properties: &rec.properties,
+        }
+    }
+}
+
+impl<'a> From<&'a Fresh> for Dispatched<'a> {
+    fn from(note: &'a Fresh) -> Self {
+        Self {
+            topic: &note.topic,
+            queue_id: note.queue_id,
+            queue_offset: i64::try_from(note.queue_offset).unwrap_or(i64::MAX),
+            phys_offset: i64::try_from(note.phys).unwrap_or(i64::MAX),
+            total_size: note.size,
+            sys_flag: note.sys_flag,
+            store_timestamp_ms: note.store_ms,
+            properties: &note.properties,
+        }
+    }
 }
 
 /// Each queue's new max offset, by topic: a topic is copied once per
@@ -96,9 +140,20 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// only a record that is not valid fences the store.
     fn dispatch_below(&self, d: &mut Dispatcher, limit: u64, grown: &mut Grown) -> Result<()> {
         while d.cursor < limit {
+            // A unit this process just appended: from its note.
+            if let Some(note) = self.log.take_fresh(d.cursor) {
+                if !note.skip {
+                    if let Some(q) = self.dispatch_record(&Dispatched::from(&note), Scope::All)? {
+                        note_grown(grown, &note.topic, note.queue_id, q);
+                    }
+                    d.last_store_ms = note.store_ms;
+                }
+                d.cursor += u64::from(note.size);
+                continue;
+            }
             match step_fresh_or_io(self.log.chain(), d.cursor)? {
                 Step::Record(rec, _) => {
-                    if let Some(q) = self.dispatch_record(&rec, Scope::All)? {
+                    if let Some(q) = self.dispatch_record(&Dispatched::from(&*rec), Scope::All)? {
                         note_grown(grown, &rec.topic, rec.queue_id, q);
                     }
                     d.cursor += u64::from(rec.total_size);
@@ -123,23 +178,24 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// queue's new max offset when an entry was added.
     pub(crate) fn dispatch_record(
         &self,
-        rec: &StoredRecord,
+        rec: &Dispatched<'_>,
         scope: Scope<'_>,
     ) -> Result<Option<QueueOffset>> {
         if !is_dispatchable(rec.sys_flag) {
             return Ok(None);
         }
-        let props = IndexedProperties::scan(&rec.properties);
+        let props = IndexedProperties::scan(rec.properties);
         let phys = CommitLogOffset(u64::try_from(rec.phys_offset).unwrap_or(0));
         let (to_queue, to_index) = match scope {
             Scope::All | Scope::Scan => (true, true),
-            Scope::Rebuild { queues, index } => {
-                (queues.contains(&(rec.topic.clone(), rec.queue_id)), index)
-            }
+            Scope::Rebuild { queues, index } => (
+                queues.contains(&(rec.topic.to_owned(), rec.queue_id)),
+                index,
+            ),
         };
         let mut grown = None;
         if to_queue {
-            let (cq, _) = self.queues.get_or_open(&rec.topic, rec.queue_id)?;
+            let (cq, _) = self.queues.get_or_open(rec.topic, rec.queue_id)?;
             let q = QueueOffset(u64::try_from(rec.queue_offset).unwrap_or(0));
             let mut entry = CqEntry {
                 phys_offset: phys,
@@ -166,7 +222,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         }
         let keys = props.uniq_key.into_iter().chain(props.keys());
         self.index
-            .put_keys(&rec.topic, keys, phys, rec.store_timestamp_ms)?;
+            .put_keys(rec.topic, keys, phys, rec.store_timestamp_ms)?;
         Ok(grown)
     }
 }

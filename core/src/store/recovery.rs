@@ -20,7 +20,7 @@ use crate::index::{IndexMark, IndexService};
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::join;
 
-use super::dispatch::{Dispatcher, Scope};
+use super::dispatch::{Dispatched, Dispatcher, Scope};
 use super::{FlushMode, MessageStore, StoreConfig, ABORT_FILE};
 
 /// Where a walk over the log stopped.
@@ -374,7 +374,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             match step(self.log.chain(), pos) {
                 Step::Record(rec, _) => {
                     if undispatched.is_none() {
-                        match self.dispatch_record(&rec, Scope::Scan) {
+                        match self.dispatch_record(&Dispatched::from(&*rec), Scope::Scan) {
                             Ok(_) => {}
                             Err(e) if e.is_storage_full() => {
                                 tracing::warn!(
@@ -495,6 +495,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 Step::Record(rec, _) => {
                     if pos >= dispatch_from {
                         let index = pos >= index_from;
+                        let rec = Dispatched::from(&*rec);
                         self.dispatch_record(&rec, Scope::Rebuild { queues, index })?;
                     }
                     pos += u64::from(rec.total_size);
