@@ -7,7 +7,8 @@
 #   (NULL_BROKER=path of `cargo build --release -p sluice-net --example null_broker`
 #    adds the driver-bound ceiling: peerdrv against a broker that stores nothing,
 #    and for b64x4 the page-cache ceiling: the same broker appending each body
-#    to a file, `null_broker --append`)
+#    to a file, `null_broker --append`; for drain and push, the same broker
+#    serving a backlog of 1 M messages from memory, `null_broker --backlog`)
 #   PEER_ROOT  the `cargo install --root` of rocketmq-namesrv and rocketmq-broker 1.0.0
 #              (bin/rocketmq-namesrv-rust, bin/rocketmq-broker-rust); build steps in
 #              ../shared/peer-bench/README.md
@@ -21,7 +22,8 @@
 # configs. Systems per round, in this order: peer (its defaults), peer-best
 # (commitLogMicroBatchEnabled = false), sluice (peerdrv), sluice-bench (the
 # same workload from `sluice bench`), and with NULL_BROKER set, null (peerdrv
-# against null_broker and a Sluice name server; produce workloads only).
+# against null_broker and a Sluice name server; for drain it serves a
+# synthetic 1 M backlog from memory, `null_broker --backlog`).
 # One line per run goes to stdout and $OUT: system workload round load1
 # msgs_per_s p50_us p99_us broker_cpu_us_per_msg, then for peerdrv runs
 # client_us= (peerdrv's CPU per message) and, for Sluice, warm_us= (the part
@@ -143,11 +145,15 @@ push_detail() { # $1 = backlog, $2 = push output
 
 # Each step is cut off after 5 minutes: the peer's fill once hung for 90
 # (a cut-off step reports what it printed, or "-").
+# With $1 = null the broker already holds the backlog (null_broker --backlog):
+# no fill.
 drain_and_push() { # prints: drain msgs/s, push msgs/s (first to last), backlog, push detail
-  timeout 300 "$peerdrv" produce --topic DrainTopic --concurrency 4 --batch 64 --total 1000000 --size 1024 \
-    >"$work/fill.out" 2>&1
-  local n
-  n=$(sed -n 's/.* acked=\([0-9]*\).*/\1/p' "$work/fill.out" | tail -1)
+  local n=1000000
+  if [ "${1:-}" != null ]; then
+    timeout 300 "$peerdrv" produce --topic DrainTopic --concurrency 4 --batch 64 --total 1000000 \
+      --size 1024 >"$work/fill.out" 2>&1
+    n=$(sed -n 's/.* acked=\([0-9]*\).*/\1/p' "$work/fill.out" | tail -1)
+  fi
   timeout 300 "$peerdrv" drain --topic DrainTopic --expect "${n:-1000000}" --pull-batch 32 --idle-s 15 \
     >"$work/drain.out" 2>&1
   timeout 300 "$peerdrv" push --topic DrainTopic --expect "${n:-1000000}" --idle-s 20 >"$work/push.out" 2>&1
@@ -172,19 +178,19 @@ for round in $(seq 1 "$rounds"); do
       *) echo "unknown workload $w" >&2; exit 2 ;;
     esac
     systems="peer peer-best sluice sluice-bench"
-    case $w in s1 | s16 | s64 | b64x4) [ -n "${NULL_BROKER:-}" ] && systems="$systems null" ;; esac
+    case $w in s1 | s16 | s64 | b64x4 | drain) [ -n "${NULL_BROKER:-}" ] && systems="$systems null" ;; esac
     [ "$w" = b64x4 ] && [ -n "${NULL_BROKER:-}" ] && systems="$systems null-append"
     for system in $systems; do
       case $system in
         peer) start_peer default $flush ;;
         peer-best) start_peer best $flush ;;
-        null) start_null ;;
+        null) if [ "$w" = drain ]; then start_null --backlog 1000000; else start_null; fi ;;
         null-append) start_null --append "$work/sink" ;;
         *) start_sluice $flush ;;
       esac
       if [ "$w" = drain ]; then
         [ "$system" = sluice-bench ] && { stop_all; continue; }
-        read -r d p n detail < <(drain_and_push)
+        read -r d p n detail < <(drain_and_push "$system")
         report "$system" drain "$round" "$d" - - - "backlog=$n"
         report "$system" push "$round" "$p" - - - "backlog=$n $detail"
       elif [ "$system" = sluice-bench ]; then
