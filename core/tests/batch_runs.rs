@@ -8,10 +8,9 @@
 mod support;
 
 use sluice_core::message::MessageInput;
-use sluice_core::store::{GetStatus, TagsFilter};
 use sluice_core::testing::{ManualClock, SimDisk};
 use sluice_core::{MessageStore, QueueOffset, StoreConfig};
-use support::{block_on, decode, msg};
+use support::{block_on, msg, queue_records};
 
 const T0_MS: u64 = 1_700_000_000_000;
 
@@ -36,22 +35,13 @@ fn batch(from: usize, n: usize, body_bytes: usize) -> Vec<MessageInput> {
 
 /// Every record of queue T/0 as (queue offset, first 6 body bytes).
 fn queue(store: &MessageStore<SimDisk, ManualClock>) -> Vec<(i64, String)> {
-    let mut out = Vec::new();
-    let mut next = store.min_offset("T", 0);
-    loop {
-        let r = store
-            .get("T", 0, next, 32, 1 << 20, &TagsFilter::default())
-            .expect("get");
-        if r.status != GetStatus::Found {
-            return out;
-        }
-        for raw in &r.messages {
-            let rec = decode(raw);
+    queue_records(store, "T", 0)
+        .into_iter()
+        .map(|rec| {
             let head = String::from_utf8_lossy(&rec.body[..6]).into_owned();
-            out.push((rec.queue_offset, head));
-        }
-        next = r.next_begin_offset;
-    }
+            (rec.queue_offset, head)
+        })
+        .collect()
 }
 
 #[test]

@@ -6,11 +6,10 @@
 
 mod support;
 
-use sluice_core::message::MessageInput;
-use sluice_core::store::{GetStatus, TagsFilter};
+use sluice_core::message::{MessageInput, Properties};
 use sluice_core::testing::{ManualClock, SimDisk};
 use sluice_core::{CommitLogOffset, MessageStore, QueueOffset, StoreConfig};
-use support::{block_on, decode, msg};
+use support::{block_on, msg, queue_records};
 
 const T0_MS: u64 = 1_700_000_000_000;
 
@@ -39,23 +38,14 @@ fn a_fresh_record_is_dispatched_without_reading_it_back() {
 
 /// Every record of queue T/0 as (queue offset, body, KEYS).
 fn queue(store: &MessageStore<SimDisk, ManualClock>) -> Vec<(i64, Vec<u8>, Option<String>)> {
-    let mut out = Vec::new();
-    let mut next = store.min_offset("T", 0);
-    loop {
-        let r = store
-            .get("T", 0, next, 32, 1 << 20, &TagsFilter::default())
-            .expect("get");
-        if r.status != GetStatus::Found {
-            return out;
-        }
-        for raw in &r.messages {
-            let rec = decode(raw);
-            let props = sluice_core::message::Properties::parse(&rec.properties).expect("props");
+    queue_records(store, "T", 0)
+        .into_iter()
+        .map(|rec| {
+            let props = Properties::parse(&rec.properties).expect("props");
             let keys = props.get("KEYS").map(str::to_owned);
-            out.push((rec.queue_offset, rec.body.to_vec(), keys));
-        }
-        next = r.next_begin_offset;
-    }
+            (rec.queue_offset, rec.body.to_vec(), keys)
+        })
+        .collect()
 }
 
 #[test]

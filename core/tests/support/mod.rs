@@ -49,3 +49,35 @@ pub fn msg(
 pub fn decode(raw: &Bytes) -> StoredRecord {
     StoredRecord::decode(raw).expect("store returns valid records")
 }
+
+/// Every record of `topic`/`queue_id` from its first offset, decoded, read
+/// with `get` in pages of 32.
+pub fn queue_records<D, C>(
+    store: &sluice_core::MessageStore<D, C>,
+    topic: &str,
+    queue_id: i32,
+) -> Vec<StoredRecord>
+where
+    D: sluice_core::disk::Disk,
+    C: sluice_core::Clock,
+{
+    let mut out = Vec::new();
+    let mut next = store.min_offset(topic, queue_id);
+    loop {
+        let r = store
+            .get(
+                topic,
+                queue_id,
+                next,
+                32,
+                1 << 20,
+                &sluice_core::store::TagsFilter::default(),
+            )
+            .expect("get");
+        if r.status != sluice_core::store::GetStatus::Found {
+            return out;
+        }
+        out.extend(r.messages.iter().map(decode));
+        next = r.next_begin_offset;
+    }
+}
