@@ -13,7 +13,8 @@
 //! while dispatch is behind (a confirmed-offset gate held back, say) — but
 //! never wrong: they are pushed after their run was written, in log order,
 //! and cleared whenever the log's tail is rewritten (rewind, a switch to
-//! follower).
+//! follower). A note shares its message's properties buffer (a reference,
+//! not a copy) until dispatch: at most [`NOTES_MAX`] of them are held.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
