@@ -116,7 +116,7 @@ struct State {
     slots: IndexMap<Key<2>, Slot>,
     /// Stored keys oldest first. An item whose sequence no longer matches
     /// its slot is stale.
-    order: VecDeque<Stored>,
+    order: VecDeque<Expiry>,
     next_seq: u64,
 }
 
@@ -125,7 +125,7 @@ struct State {
 /// hashing the key's text again or reading it (the oldest keys are the
 /// coldest in memory).
 #[derive(Debug)]
-struct Stored {
+struct Expiry {
     at: i64,
     seq: u64,
     hash: u64,
@@ -276,7 +276,7 @@ impl DedupeWindow {
                 key.clone()
             }
         };
-        st.order.push_back(Stored {
+        st.order.push_back(Expiry {
             at: stored_ms,
             seq,
             hash,
@@ -293,7 +293,7 @@ impl DedupeWindow {
             if oldest.at >= cutoff && st.order.len() <= self.keys_max {
                 break;
             }
-            let Some(Stored { seq, hash, key, .. }) = st.order.pop_front() else {
+            let Some(Expiry { seq, hash, key, .. }) = st.order.pop_front() else {
                 break;
             };
             // The same key object, not an equal one: a slot removed and
