@@ -56,6 +56,16 @@ pub fn spawn_until(command: &mut Command, ready: &str) -> Child {
 /// As [`spawn_until`], also returning the stdout lines read before the
 /// ready line (the HTTP port's line, say).
 pub fn spawn_until_seen(command: &mut Command, ready: &str) -> (Child, Vec<String>) {
+    try_spawn_until_seen(command, ready).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// As [`spawn_until_seen`], but a child that exits before `ready` (a port
+/// another test took between our probe and its bind, say) is an error
+/// naming its exit status, not a panic.
+pub fn try_spawn_until_seen(
+    command: &mut Command,
+    ready: &str,
+) -> Result<(Child, Vec<String>), String> {
     let log = std::env::var("SLUICE_TEST_LOG").ok();
     let name = command
         .get_args()
@@ -75,7 +85,14 @@ pub fn spawn_until_seen(command: &mut Command, ready: &str) -> (Child, Vec<Strin
         match lines.next() {
             Some(Ok(line)) if line.contains(ready) => break,
             Some(Ok(line)) => seen.push(line),
-            _ => panic!("sluice-node {name} exited before printing {ready:?}"),
+            _ => {
+                let status = child
+                    .wait()
+                    .map_or_else(|e| e.to_string(), |s| s.to_string());
+                return Err(format!(
+                    "sluice-node {name} exited before printing {ready:?} ({status})"
+                ));
+            }
         }
     }
     // Keep draining stdout so the child never blocks on a full pipe.
@@ -90,7 +107,7 @@ pub fn spawn_until_seen(command: &mut Command, ready: &str) -> (Child, Vec<Strin
             }
         }
     });
-    (child, seen)
+    Ok((child, seen))
 }
 
 /// The line `sluice-node` prints when its HTTP port serves.
@@ -222,18 +239,36 @@ impl Node {
     /// Starts a standalone node on `data_dir` with the given flush mode and
     /// waits until the broker listens.
     pub fn start(data_dir: &Path, flush: &str) -> Self {
-        let ns = format!("127.0.0.1:{}", free_port());
-        let broker = format!("127.0.0.1:{}", free_port_pair());
-        Self::start_on(data_dir, flush, ns, broker)
+        Self::start_with_config(data_dir, flush, "")
     }
 
     /// Starts with a broker TOML file (written beside the data) whose
     /// settings apply over [`SMALL_STORE`]'s; the harness still picks the
     /// ports and data dir.
+    ///
+    /// A port probed free can be taken before the node binds it (tests run
+    /// side by side, each binding ephemeral ports), so a node that exits
+    /// before listening is started again on fresh ports, three times at
+    /// most.
     pub fn start_with_config(data_dir: &Path, flush: &str, broker_toml: &str) -> Self {
-        let ns = format!("127.0.0.1:{}", free_port());
-        let broker = format!("127.0.0.1:{}", free_port_pair());
-        Self::launch_with(data_dir, flush, ns, broker, broker_toml)
+        let path = data_dir.join("broker.toml");
+        std::fs::write(&path, with_small_store(broker_toml)).expect("write broker.toml");
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            let ns = free_port();
+            let broker = loop {
+                let p = free_port_pair();
+                if p != ns && p - 2 != ns {
+                    break p;
+                }
+            };
+            let (ns, broker) = (format!("127.0.0.1:{ns}"), format!("127.0.0.1:{broker}"));
+            match Self::try_launch(data_dir, flush, ns, broker, Some(path.clone())) {
+                Ok(node) => return node,
+                Err(e) => errors.push(e),
+            }
+        }
+        panic!("sluice-node did not start in 3 tries: {errors:?}");
     }
 
     /// Starts on explicit addresses (restarts reuse them), with
@@ -263,6 +298,16 @@ impl Node {
         broker: String,
         config: Option<PathBuf>,
     ) -> Self {
+        Self::try_launch(data_dir, flush, namesrv, broker, config).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_launch(
+        data_dir: &Path,
+        flush: &str,
+        namesrv: String,
+        broker: String,
+        config: Option<PathBuf>,
+    ) -> Result<Self, String> {
         let mut command = Command::new(node_binary());
         command.arg("standalone");
         if let Some(path) = &config {
@@ -281,13 +326,13 @@ impl Node {
             "--grpc-listen",
             "127.0.0.1:0",
         ]);
-        let (child, seen) = spawn_until_seen(&mut command, "sluice broker listening");
+        let (child, seen) = try_spawn_until_seen(&mut command, "sluice broker listening")?;
         let http = http_base(&seen).expect("sluice-node printed its HTTP port");
         let grpc = seen
             .iter()
             .find_map(|l| l.split(GRPC_LINE).nth(1).map(|a| a.trim().to_owned()))
             .expect("sluice-node printed its gRPC port");
-        Self {
+        Ok(Self {
             child: Some(child),
             data_dir: data_dir.to_owned(),
             namesrv,
@@ -295,7 +340,7 @@ impl Node {
             config,
             http,
             grpc,
-        }
+        })
     }
 
     /// The process id (for signals).
