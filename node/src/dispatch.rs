@@ -44,6 +44,10 @@ pub type Route<S> = for<'a> fn(&'a S, &'a RequestContext, &'a RemotingCommand) -
 /// the refusal and no handler runs.
 pub type Guard<S> = fn(&S, &RequestContext, &RemotingCommand) -> Result<(), Refusal>;
 
+/// Run before a connection writes answers (see
+/// [`Handler::before_answers`]): false withholds them.
+pub type Barrier<S> = fn(&S) -> bool;
+
 /// Hooks a table calls around every request it answers, over the server
 /// state: `now` reads the server's monotonic clock seam, `record` is told
 /// each answer's request code, response code and latency.
@@ -130,6 +134,7 @@ struct Table<S> {
     server: &'static str,
     observer: Option<Observer<S>>,
     guard: Option<Guard<S>>,
+    barrier: Option<Barrier<S>>,
 }
 
 impl<S> Clone for Routes<S> {
@@ -173,6 +178,7 @@ impl<S: Send + Sync + 'static> Routes<S> {
             server,
             observer,
             guard: None,
+            barrier: None,
         }))
     }
 
@@ -183,6 +189,20 @@ impl<S: Send + Sync + 'static> Routes<S> {
             Arc::get_mut(&mut self.0).expect("invariant: a table is guarded before it is shared");
         table.guard = Some(guard);
         self
+    }
+
+    /// This table with `barrier` run before a connection writes answers.
+    #[must_use]
+    pub fn with_barrier(mut self, barrier: Barrier<S>) -> Self {
+        let table = Arc::get_mut(&mut self.0)
+            .expect("invariant: a table gets its barrier before it is shared");
+        table.barrier = Some(barrier);
+        self
+    }
+
+    /// Whether answers may leave now (see [`Handler::before_answers`]).
+    pub fn answers_may_leave(&self) -> bool {
+        self.0.barrier.is_none_or(|b| b(&self.0.state))
     }
 
     /// The codes this table serves, ascending.
@@ -228,5 +248,9 @@ impl<S: Send + Sync + 'static> Handler for Routes<S> {
     fn handle(&self, ctx: RequestContext, request: RemotingCommand) -> HandlerFuture {
         let routes = self.clone();
         Box::pin(async move { Some(routes.answer(&ctx, &request).await) })
+    }
+
+    fn before_answers(&self) -> bool {
+        self.answers_may_leave()
     }
 }

@@ -27,19 +27,29 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// Appends `msgs` in order, pushing where each landed onto `out`. Stops
     /// at the first error: records of earlier runs stay written (and in
     /// `out`), the failed run's are not counted and its queue offsets are
-    /// given back.
+    /// given back. `defer`: leave the records in the writer's `pending`
+    /// (see [`CommitLog::append_deferred`]); otherwise anything pending is
+    /// written with them.
     pub(super) fn append_runs(
         &self,
         w: &mut Writer,
         msgs: &[Sized<'_>],
         out: &mut Vec<Appended>,
+        defer: bool,
     ) -> Result<()> {
         let mut rest = msgs;
         while let Some(&(_, first_len, _)) = rest.first() {
             self.roll_if_full(w, first_len as u64)?;
             let take = self.run_len(w.pos, rest);
             let (run, later) = rest.split_at(take);
-            self.append_run(w, run, out)?;
+            if defer || !w.pending.is_empty() {
+                self.append_pending(w, run, out);
+                if !defer {
+                    self.write_pending(w)?;
+                }
+            } else {
+                self.append_run(w, run, out)?;
+            }
             rest = later;
         }
         Ok(())
@@ -53,6 +63,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         if rel + len + BLANK_RECORD_BYTES <= seg {
             return Ok(());
         }
+        // Deferred records end this segment: they are written first.
+        self.write_pending(w)?;
         // Create the next segment first: on ENOSPC nothing has changed.
         let next = w.pos - rel + seg;
         self.chain.get_or_create(next)?;
@@ -97,24 +109,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         // staging buffer written with one `pwrite`).
         let wrote = self.chain.write_with(start, total, &mut |buf| {
             filled = true;
-            let mut at = 0;
-            for &(msg, len, crc) in run {
-                let queue_offset = take_queue_offset(&mut w.queue_next, msg);
-                let phys = start + at as u64;
-                let stamp = RecordStamp {
-                    queue_offset: i64::try_from(queue_offset).unwrap_or(i64::MAX),
-                    phys_offset: i64::try_from(phys).unwrap_or(i64::MAX),
-                    store_timestamp_ms: store_ms,
-                };
-                encode_sealed(msg, &stamp, crc, &mut buf[at..at + len]);
-                out.push(Appended {
-                    phys_offset: CommitLogOffset(phys),
-                    size: u32::try_from(len).expect("invariant: record fits a segment < 4 GiB"),
-                    queue_offset: QueueOffset(queue_offset),
-                    store_timestamp_ms: store_ms,
-                });
-                at += len;
-            }
+            encode_run(&mut w.queue_next, run, start, store_ms, buf, out);
         });
         if let Err(e) = wrote {
             if filled {
@@ -125,25 +120,87 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             }
             return Err(e);
         }
-        w.pos = start + total as u64;
-        w.last_store_ms = store_ms;
-        self.fresh.push(
-            run.iter()
-                .zip(&out[counted..])
-                .map(|(&(msg, _, _), a)| Fresh {
-                    phys: a.phys_offset.0,
-                    size: a.size,
-                    skip: false,
-                    queue_id: msg.queue_id,
-                    queue_offset: a.queue_offset.0,
-                    sys_flag: msg.effective_sys_flag(),
-                    store_ms,
-                    topic: msg.topic.clone(),
-                    properties: msg.properties.clone(),
-                }),
-        );
-        self.warm_ahead(w);
+        self.appended_run(w, run, start + total as u64, store_ms, &out[counted..]);
         Ok(())
+    }
+
+    /// As `append_run`, into the writer's `pending` (no disk write).
+    fn append_pending(&self, w: &mut Writer, run: &[Sized<'_>], out: &mut Vec<Appended>) {
+        let total: usize = run.iter().map(|&(_, len, _)| len).sum();
+        let wall = i64::try_from(self.clock.wall_ms()).unwrap_or(i64::MAX);
+        let store_ms = wall.max(w.last_store_ms);
+        let start = w.pos;
+        let counted = out.len();
+        let mut pending = std::mem::take(&mut w.pending);
+        let base = pending.len();
+        pending.resize(base + total, 0);
+        encode_run(
+            &mut w.queue_next,
+            run,
+            start,
+            store_ms,
+            &mut pending[base..],
+            out,
+        );
+        w.pending = pending;
+        self.appended_run(w, run, start + total as u64, store_ms, &out[counted..]);
+    }
+
+    /// Moves the writer past a run encoded up to `end` and leaves its
+    /// notes for dispatch.
+    fn appended_run(
+        &self,
+        w: &mut Writer,
+        run: &[Sized<'_>],
+        end: u64,
+        store_ms: i64,
+        placed: &[Appended],
+    ) {
+        w.pos = end;
+        w.last_store_ms = store_ms;
+        self.fresh
+            .push(run.iter().zip(placed).map(|(&(msg, _, _), a)| Fresh {
+                phys: a.phys_offset.0,
+                size: a.size,
+                skip: false,
+                queue_id: msg.queue_id,
+                queue_offset: a.queue_offset.0,
+                sys_flag: msg.effective_sys_flag(),
+                store_ms,
+                topic: msg.topic.clone(),
+                properties: msg.properties.clone(),
+            }));
+        self.warm_ahead(w);
+    }
+}
+
+/// Encodes `run` into `buf` (exactly its length) as records from `start`,
+/// taking each record's queue offset and pushing where it landed.
+fn encode_run(
+    queue_next: &mut BTreeMap<String, BTreeMap<i32, u64>>,
+    run: &[Sized<'_>],
+    start: u64,
+    store_ms: i64,
+    buf: &mut [u8],
+    out: &mut Vec<Appended>,
+) {
+    let mut at = 0;
+    for &(msg, len, crc) in run {
+        let queue_offset = take_queue_offset(queue_next, msg);
+        let phys = start + at as u64;
+        let stamp = RecordStamp {
+            queue_offset: i64::try_from(queue_offset).unwrap_or(i64::MAX),
+            phys_offset: i64::try_from(phys).unwrap_or(i64::MAX),
+            store_timestamp_ms: store_ms,
+        };
+        encode_sealed(msg, &stamp, crc, &mut buf[at..at + len]);
+        out.push(Appended {
+            phys_offset: CommitLogOffset(phys),
+            size: u32::try_from(len).expect("invariant: record fits a segment < 4 GiB"),
+            queue_offset: QueueOffset(queue_offset),
+            store_timestamp_ms: store_ms,
+        });
+        at += len;
     }
 }
 

@@ -6,6 +6,7 @@
 //! complete records; nothing is reported durable after a failed sync.
 
 mod append;
+mod deferred;
 pub(crate) mod fresh;
 mod group_commit;
 pub(crate) mod scan;
@@ -74,6 +75,10 @@ struct Writer {
     last_store_ms: i64,
     /// End of the range already handed to the disk to warm.
     warmed_to: u64,
+    /// Records appended with [`CommitLog::append_deferred`], encoded for
+    /// `[pos - pending.len(), pos)` and not yet handed to the disk:
+    /// `written` stays below them until [`CommitLog::write_pending`].
+    pending: Vec<u8>,
 }
 
 /// The sequential log.
@@ -91,6 +96,11 @@ pub struct CommitLog<D: Disk, C: Clock> {
     warming: Warm,
     /// What dispatch needs of the records just appended (see `fresh`).
     fresh: fresh::FreshNotes,
+    /// True while deferred records wait in the writer's `pending` (read
+    /// without the put lock by [`CommitLog::write_deferred`]).
+    deferring: AtomicBool,
+    /// Set for good once a write of deferred records failed.
+    deferred_lost: AtomicBool,
 }
 
 /// True for records that get a ConsumeQueue entry: everything except
@@ -118,6 +128,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
                 queue_next: BTreeMap::new(),
                 last_store_ms: 0,
                 warmed_to: 0,
+                pending: Vec::new(),
             }),
             written: AtomicU64::new(0),
             durability: GroupCommit::new(0),
@@ -125,6 +136,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             follower: AtomicBool::new(false),
             warming,
             fresh: fresh::FreshNotes::default(),
+            deferring: AtomicBool::new(false),
+            deferred_lost: AtomicBool::new(false),
         })
     }
 
@@ -207,8 +220,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         let mut w = self.lock_writer();
         self.durability.check()?;
         let mut out = Vec::with_capacity(1);
-        let appended = self.append_runs(&mut w, &[(msg, len, crc)], &mut out);
-        self.written.store(w.pos, Ordering::Release);
+        let appended = self.append_runs(&mut w, &[(msg, len, crc)], &mut out, false);
+        self.publish(&w);
         appended?;
         out.pop().ok_or_else(|| Error::MessageRejected {
             reason: "invariant: an append that succeeded placed its record".to_owned(),
@@ -228,8 +241,8 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         let mut w = self.lock_writer();
         self.durability.check()?;
         let mut out = Vec::with_capacity(msgs.len());
-        let appended = self.append_runs(&mut w, &sized, &mut out);
-        self.written.store(w.pos, Ordering::Release);
+        let appended = self.append_runs(&mut w, &sized, &mut out, false);
+        self.publish(&w);
         appended.map(|()| out)
     }
 
@@ -312,6 +325,9 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// the next segment cannot be created the log stays unpadded.
     fn pad_to_sector(&self) -> u64 {
         let mut w = self.lock_writer();
+        if let Err(e) = self.write_pending(&mut w) {
+            tracing::warn!(error = %e, "deferred CommitLog records could not be written");
+        }
         let pos = w.pos;
         let in_sector = pos % SECTOR_BYTES;
         if in_sector == 0 || self.follower.load(Ordering::Acquire) {
@@ -353,6 +369,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
 
     /// Makes everything written so far durable.
     pub async fn flush(&self) -> Result<()> {
+        self.write_deferred()?;
         self.wait_durable(CommitLogOffset(self.written.load(Ordering::Acquire)))
             .await
     }
@@ -373,6 +390,12 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// Switches follower mode: a follower (a replica) writes only bytes
     /// copied from its master and never pads on its own.
     pub(crate) fn set_follower(&self, on: bool) {
+        // Under the put lock: a deferred append (which refuses a follower's
+        // log under it) leaves nothing pending in a follower's log.
+        let mut w = self.lock_writer();
+        if let Err(e) = self.write_pending(&mut w) {
+            tracing::warn!(error = %e, "deferred CommitLog records could not be written");
+        }
         self.fresh.clear();
         self.follower.store(on, Ordering::Release);
     }
@@ -513,6 +536,9 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// sets the queues' next offsets.
     pub(crate) fn rewind(&self, to: u64, queue_next: BTreeMap<String, BTreeMap<i32, u64>>) {
         let mut w = self.lock_writer();
+        if let Err(e) = self.write_pending(&mut w) {
+            tracing::warn!(error = %e, "deferred CommitLog records could not be written");
+        }
         self.fresh.clear();
         w.pos = to;
         w.queue_next = queue_next;

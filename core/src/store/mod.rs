@@ -136,6 +136,34 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         Ok(a)
     }
 
+    /// [`MessageStore::put`] for a caller that acknowledges later: in
+    /// ASYNC flush mode the record may stay in memory, unwritten and
+    /// invisible, until the next put or [`MessageStore::write_deferred`]
+    /// writes it together with whatever else waits (see
+    /// [`CommitLog::append_deferred`]). The caller must see
+    /// `write_deferred` return `Ok` before it acknowledges. In SYNC flush
+    /// mode this is [`MessageStore::put`] with `wait`.
+    pub async fn put_deferred(&self, msg: MessageInput, wait: Wait) -> Result<Appended> {
+        if self.config.flush_mode == FlushMode::Sync {
+            return self.put(msg, wait).await;
+        }
+        self.check_put(&msg)?;
+        self.log.append_deferred(&msg)
+    }
+
+    /// Writes and publishes what [`MessageStore::put_deferred`] left in
+    /// memory, and says whether answers may leave: `Err` once deferred
+    /// records were lost to a failed write (which also fences the log).
+    pub fn write_deferred(&self) -> Result<()> {
+        if self.log.write_deferred()? {
+            self.appended();
+            if let Err(e) = self.dispatch_to(self.log.written().0) {
+                tracing::warn!(error = %e, "dispatch deferred; the stored record becomes visible on a later attempt");
+            }
+        }
+        Ok(())
+    }
+
     /// Appends several messages under one hold of the put lock; acknowledged
     /// together.
     pub async fn put_batch(

@@ -358,10 +358,16 @@ impl ConnectionHandle {
             return self.response_frame(response, oneway, opaque, serialize_type);
         }
         let handle = self.clone();
+        let handler = Arc::clone(handler);
         tokio::spawn(async move {
             let response = future.await;
             if let Some(frame) = handle.response_frame(response, oneway, opaque, serialize_type) {
-                handle.deliver(frame).await;
+                if handler.before_answers() {
+                    handle.deliver(frame).await;
+                } else {
+                    tracing::warn!(peer = %handle.shared.peer, "closing connection: the handler withheld an answer (what it acknowledges was lost)");
+                    handle.close();
+                }
             }
             drop(permit);
         });
@@ -431,7 +437,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     loop {
         let next = match frames.next_buffered() {
             Ok(None) => {
-                if !ready.is_empty() && !handle.answer(&mut ready).await {
+                if !ready.is_empty() && !answer_ready(&handle, &handler, &mut ready).await {
                     break;
                 }
                 let next_frame = async {
@@ -457,7 +463,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 let more_buffered = frames.has_buffered_bytes();
                 if let Some(frame) = handle.dispatch(cmd, &handler, more_buffered) {
                     ready.push(frame);
-                    if ready.len() >= READY_FRAMES_MAX && !handle.answer(&mut ready).await {
+                    if ready.len() >= READY_FRAMES_MAX
+                        && !answer_ready(&handle, &handler, &mut ready).await
+                    {
                         break;
                     }
                 }
@@ -480,15 +488,35 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         }
     }
-    close_after_answering(&handle, ready).await;
+    close_after_answering(&handle, &handler, ready).await;
+}
+
+/// Writes `ready` once the handler lets answers leave
+/// ([`Handler::before_answers`]); false when they may not or the
+/// connection failed (the caller closes it).
+async fn answer_ready(
+    handle: &ConnectionHandle,
+    handler: &Arc<dyn Handler>,
+    ready: &mut Vec<EncodedFrame>,
+) -> bool {
+    if !handler.before_answers() {
+        tracing::warn!(peer = %handle.shared.peer, dropped = ready.len(), "closing connection: the handler withheld its answers (what they acknowledge was lost)");
+        ready.clear();
+        return false;
+    }
+    handle.answer(ready).await
 }
 
 /// Requests read before the end are answered before the socket closes: a
 /// peer that followed them with a bad frame (or ended its stream) still
 /// gets their answers, as it did when each answer was queued to the writer
 /// at once.
-async fn close_after_answering(handle: &ConnectionHandle, mut ready: Vec<EncodedFrame>) {
-    if !ready.is_empty() && handle.answer(&mut ready).await {
+async fn close_after_answering(
+    handle: &ConnectionHandle,
+    handler: &Arc<dyn Handler>,
+    mut ready: Vec<EncodedFrame>,
+) {
+    if !ready.is_empty() && answer_ready(handle, handler, &mut ready).await {
         let _ = tokio::time::timeout(LAST_ANSWERS_WAIT, handle.wait_for_peer()).await;
     }
     handle.close();

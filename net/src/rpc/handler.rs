@@ -42,6 +42,15 @@ impl RequestContext {
 pub trait Handler: Send + Sync + 'static {
     /// Handles one request.
     fn handle(&self, ctx: RequestContext, request: RemotingCommand) -> HandlerFuture;
+
+    /// Runs before a connection writes answers this handler produced:
+    /// whatever they acknowledge that the handler left to do (a store's
+    /// deferred write) is done here, once for all the answers one read
+    /// brought. `false`: the answers must not leave (what they acknowledge
+    /// was lost), and the connection closes without them.
+    fn before_answers(&self) -> bool {
+        true
+    }
 }
 
 impl<F, Fut> Handler for F

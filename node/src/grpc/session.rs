@@ -156,7 +156,14 @@ impl<D: Disk, C: Clock> Sessions<D, C> {
             connection: session.connection.clone(),
             queued_behind: false,
         };
-        self.routes.answer(&ctx, cmd).await
+        let answer = self.routes.answer(&ctx, cmd).await;
+        if self.routes.answers_may_leave() {
+            return answer;
+        }
+        RemotingCommand::response(
+            response_code::SYSTEM_ERROR,
+            "[sluice] the store cannot hold what this answer acknowledges",
+        )
     }
 
     /// Registers the session as its settings (or the heartbeat) say: a

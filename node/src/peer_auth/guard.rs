@@ -254,6 +254,10 @@ impl<H: Handler, C: Clock> Handler for Guard<H, C> {
         };
         Box::pin(async move { Some(answer) })
     }
+
+    fn before_answers(&self) -> bool {
+        self.inner.before_answers()
+    }
 }
 
 #[cfg(test)]

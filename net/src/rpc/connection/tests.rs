@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicUsize;
 use tokio::io::AsyncWriteExt;
 
 use super::*;
+use crate::rpc::handler::HandlerFuture;
 use crate::rpc::HandlerTable;
 use crate::transport::{FrameReader, Socket};
 
@@ -173,4 +174,75 @@ async fn a_handler_is_told_when_requests_are_queued_behind_it() {
         *seen.lock().expect("not poisoned"),
         [(1, true), (2, true), (3, false), (4, false)]
     );
+}
+
+/// Answers every request at once and records, at each
+/// [`Handler::before_answers`], how many requests it had handled.
+struct Barriered {
+    handled: AtomicUsize,
+    barriers: Mutex<Vec<usize>>,
+    let_answers_leave: bool,
+}
+
+impl Handler for Barriered {
+    fn handle(&self, _ctx: RequestContext, _request: RemotingCommand) -> HandlerFuture {
+        self.handled.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Some(RemotingCommand::success()) })
+    }
+
+    fn before_answers(&self) -> bool {
+        let handled = self.handled.load(Ordering::SeqCst);
+        self.barriers.lock().expect("not poisoned").push(handled);
+        self.let_answers_leave
+    }
+}
+
+/// The handler's barrier runs once per read's answers, after all of them
+/// were handled and before any is written; a barrier that says no closes
+/// the connection without a single answer (a store whose deferred write
+/// failed must not acknowledge it).
+#[tokio::test]
+async fn answers_leave_only_after_the_handlers_barrier_lets_them() {
+    for let_answers_leave in [true, false] {
+        let handler = Arc::new(Barriered {
+            handled: AtomicUsize::new(0),
+            barriers: Mutex::new(Vec::new()),
+            let_answers_leave,
+        });
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let (reader, writer) = tokio::io::split(ours);
+        let socket = Socket {
+            reader,
+            writer,
+            peer_addr: "127.0.0.1:1".parse().expect("addr"),
+        };
+        let dyn_handler: Arc<dyn Handler> = Arc::clone(&handler) as Arc<dyn Handler>;
+        let handle = ConnectionHandle::spawn(socket, dyn_handler, &RpcConfig::default(), None);
+        let (their_reader, mut their_writer) = tokio::io::split(theirs);
+        let mut answers = FrameReader::new(their_reader, FrameLimits::default());
+        let together: Vec<u8> = (1..=3)
+            .flat_map(|opaque| {
+                let mut request = RemotingCommand::request(1);
+                request.opaque = opaque;
+                frame::encode_to_bytes(&request, &FrameLimits::default())
+                    .expect("encodable")
+                    .to_vec()
+            })
+            .collect();
+        their_writer.write_all(&together).await.expect("write");
+        if let_answers_leave {
+            for opaque in 1..=3 {
+                let answer = answers.next().await.expect("read").expect("an answer");
+                assert_eq!(answer.opaque, opaque);
+            }
+            assert_eq!(*handler.barriers.lock().expect("not poisoned"), [3]);
+        } else {
+            let end = answers.next().await;
+            assert!(
+                matches!(end, Ok(None) | Err(_)),
+                "no answer, the connection closed: {end:?}"
+            );
+            handle.closed().await;
+        }
+    }
 }

@@ -69,11 +69,18 @@ pub fn unguarded_routes<D: Disk, C: Clock>(broker: Arc<Broker<D, C>>) -> BrokerR
             b.stats().request(code, response, elapsed);
         },
     };
-    if broker.stats().is_recording() {
+    let routes = if broker.stats().is_recording() {
         Routes::observed("broker", broker, &table(), observer)
     } else {
         Routes::new("broker", broker, &table())
-    }
+    };
+    routes.with_barrier(|b: &Broker<D, C>| match b.store().write_deferred() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "answers withheld: the store cannot hold what they acknowledge");
+            false
+        }
+    })
 }
 
 /// Stats timing every code the broker serves, reading the store's

@@ -78,7 +78,8 @@ pub(super) async fn handle<D: Disk, C: Clock>(
             Once::Duplicate(original) => send_dedupe::answer(b, &original, wait).await,
             Once::Forgotten => send_dedupe::forgotten(msg.queue_id),
             Once::Store(claim) => {
-                send_one(b, msg, parsed.as_mut(), to_dlq, store_wait, claim).await?
+                let how = Storing::of(b, ctx, store_wait);
+                send_one(b, msg, parsed.as_mut(), to_dlq, how, claim).await?
             }
         }
     };
@@ -236,6 +237,27 @@ fn admit<D: Disk, C: Clock>(b: &Broker<D, C>) -> Result<SemaphorePermit<'_>, Ref
     Ok(permit)
 }
 
+/// How a send is stored: what it waits for, and whether its write may be
+/// deferred ([`sluice_core::store::MessageStore::put_deferred`]).
+#[derive(Clone, Copy)]
+struct Storing {
+    wait: Wait,
+    defer: bool,
+}
+
+impl Storing {
+    /// Deferred when more requests were already read behind this one on
+    /// its connection: its record may wait in memory and reach the disk
+    /// with theirs (one write); the connection has the store write its
+    /// deferred records before any answer leaves (the broker routes'
+    /// barrier). Never on a master with replicas: their wait reads the
+    /// written log.
+    fn of<D: Disk, C: Clock>(b: &Broker<D, C>, ctx: &RequestContext, wait: Wait) -> Self {
+        let defer = ctx.queued_behind && b.replication().is_none();
+        Self { wait, defer }
+    }
+}
+
 /// Stores one message, first diverting it to the timer or schedule topic
 /// when it asks for a delivery time or a delay and has `props` (its parsed
 /// properties) — unless it is a dead letter (`to_dlq`), never delayed —
@@ -245,7 +267,7 @@ async fn send_one<D: Disk, C: Clock>(
     mut msg: MessageInput,
     props: Option<&mut Properties>,
     to_dlq: bool,
-    wait: Wait,
+    how: Storing,
     claim: Option<Claimed<'_>>,
 ) -> Reply {
     let queue_id = msg.queue_id;
@@ -270,7 +292,11 @@ async fn send_one<D: Disk, C: Clock>(
             )
         })?;
     }
-    let a = b.store().put(msg, wait).await?;
+    let a = if how.defer {
+        b.store().put_deferred(msg, how.wait).await?
+    } else {
+        b.store().put(msg, how.wait).await?
+    };
     b.stats().message_in(&traffic, u64::from(a.size));
     if let Some(group) = dlq_group {
         b.stats().sent_to_dlq(&group, u64::from(a.size));
@@ -290,7 +316,7 @@ async fn send_one<D: Disk, C: Clock>(
     }
     let stored =
         RemotingCommand::success().with_header(&SendMessageResponseHeader::new(id, queue_id, q));
-    Ok(replicated(b, a.end(), wait.durable(), stored).await)
+    Ok(replicated(b, a.end(), how.wait.durable(), stored).await)
 }
 
 async fn send_batch<D: Disk, C: Clock>(
