@@ -15,11 +15,11 @@ fn answering_connection() -> (ConnectionHandle, tokio::io::DuplexStream) {
     let table = HandlerTable::new().with(1, |_ctx: RequestContext, _req: RemotingCommand| async {
         Some(RemotingCommand::success())
     });
-    connection_with(table)
+    connection_with(Arc::new(table))
 }
 
-/// A connection served by `table`, and the peer's end of its stream.
-fn connection_with(table: HandlerTable) -> (ConnectionHandle, tokio::io::DuplexStream) {
+/// A connection served by `handler`, and the peer's end of its stream.
+fn connection_with(handler: Arc<dyn Handler>) -> (ConnectionHandle, tokio::io::DuplexStream) {
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let (reader, writer) = tokio::io::split(ours);
     let socket = Socket {
@@ -27,7 +27,7 @@ fn connection_with(table: HandlerTable) -> (ConnectionHandle, tokio::io::DuplexS
         writer,
         peer_addr: "127.0.0.1:1".parse().expect("addr"),
     };
-    let handle = ConnectionHandle::spawn(socket, Arc::new(table), &RpcConfig::default(), None);
+    let handle = ConnectionHandle::spawn(socket, handler, &RpcConfig::default(), None);
     (handle, theirs)
 }
 
@@ -155,7 +155,7 @@ async fn a_handler_is_told_when_requests_are_queued_behind_it() {
             .push((req.opaque, ctx.queued_behind));
         async { Some(RemotingCommand::success()) }
     });
-    let (_handle, theirs) = connection_with(table);
+    let (_handle, theirs) = connection_with(Arc::new(table));
     let (their_reader, mut their_writer) = tokio::io::split(theirs);
     let mut answers = FrameReader::new(their_reader, FrameLimits::default());
     let encoded = |opaque| {
@@ -209,15 +209,7 @@ async fn answers_leave_only_after_the_handlers_barrier_lets_them() {
             barriers: Mutex::new(Vec::new()),
             let_answers_leave,
         });
-        let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        let (reader, writer) = tokio::io::split(ours);
-        let socket = Socket {
-            reader,
-            writer,
-            peer_addr: "127.0.0.1:1".parse().expect("addr"),
-        };
-        let dyn_handler: Arc<dyn Handler> = Arc::clone(&handler) as Arc<dyn Handler>;
-        let handle = ConnectionHandle::spawn(socket, dyn_handler, &RpcConfig::default(), None);
+        let (handle, theirs) = connection_with(Arc::clone(&handler) as Arc<dyn Handler>);
         let (their_reader, mut their_writer) = tokio::io::split(theirs);
         let mut answers = FrameReader::new(their_reader, FrameLimits::default());
         let together: Vec<u8> = (1..=3)
