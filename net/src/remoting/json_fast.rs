@@ -54,6 +54,41 @@ pub(super) fn parse(bytes: &[u8]) -> Option<WireHeader<'_>> {
     (p.pos == bytes.len()).then_some(header)
 }
 
+/// Index of the first `"`, `\` or control byte (below 0x20) in `bytes` at
+/// or after `from` (`bytes.len()` if none): the end of a run JSON keeps as
+/// is, in a string read or written. Eight bytes at a time.
+pub(super) fn plain_run_end(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut pos = from;
+    while let Some(chunk) = bytes.get(pos..pos + 8) {
+        let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let x = u64::from_le_bytes(chunk);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        // Each term flags its bytes (a zero byte, a byte below 0x20); only
+        // bits above a true flag can be false, so the lowest set bit marks
+        // the first special byte.
+        let flags = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (x.wrapping_sub(ONES * 0x20) & !x);
+        let flags = flags & HIGHS;
+        if flags != 0 {
+            return pos + (flags.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    while let Some(&b) = bytes.get(pos) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            return pos;
+        }
+        pos += 1;
+    }
+    pos
+}
+
 /// A cursor over a header already checked to be UTF-8.
 struct Parser<'a> {
     text: &'a str,
@@ -405,37 +440,9 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Advances to the next `"`, `\` or control byte (or the end), eight
-    /// bytes at a time.
+    /// Advances to the next `"`, `\` or control byte (or the end).
     fn skip_plain(&mut self) {
-        const ONES: u64 = 0x0101_0101_0101_0101;
-        const HIGHS: u64 = 0x8080_8080_8080_8080;
-        while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
-            let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-                break;
-            };
-            let x = u64::from_le_bytes(chunk);
-            let quote = x ^ (ONES * u64::from(b'"'));
-            let backslash = x ^ (ONES * u64::from(b'\\'));
-            // Each term flags its bytes (a zero byte, a byte below 0x20);
-            // only bits above a true flag can be false, so the lowest set
-            // bit marks the first special byte.
-            let flags = (quote.wrapping_sub(ONES) & !quote)
-                | (backslash.wrapping_sub(ONES) & !backslash)
-                | (x.wrapping_sub(ONES * 0x20) & !x);
-            let flags = flags & HIGHS;
-            if flags != 0 {
-                self.pos += (flags.trailing_zeros() / 8) as usize;
-                return;
-            }
-            self.pos += 8;
-        }
-        while let Some(&b) = self.bytes.get(self.pos) {
-            if b == b'"' || b == b'\\' || b < 0x20 {
-                return;
-            }
-            self.pos += 1;
-        }
+        self.pos = plain_run_end(self.bytes, self.pos);
     }
 
     fn skip_whitespace(&mut self) {
