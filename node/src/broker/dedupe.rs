@@ -15,13 +15,8 @@
 //! Sends stamped with a producer id and sequence number (the Sluice
 //! client's) are also checked against `sequences`, exact beyond the window.
 
-use std::collections::VecDeque;
-use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-
-use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
-use indexmap::{Equivalent, IndexMap};
 
 use sluice_core::message::sys_flag::TRANSACTION_MASK;
 use sluice_core::message::{
@@ -32,11 +27,12 @@ use sluice_core::message::{
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
 
-use self::key::{Key, Parts};
+use self::ring::{Found, Ring};
 use self::sequences::{Seen, Sequences, Stamp};
 use super::{Broker, TIMER_TOPIC};
 
 mod key;
+mod ring;
 pub mod sequences;
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -105,38 +101,11 @@ impl Original {
     }
 }
 
-#[derive(Debug)]
-enum Slot {
-    Pending,
-    Stored { original: Original, seq: u64 },
-}
-
-#[derive(Default)]
-struct State {
-    slots: IndexMap<Key<2>, Slot>,
-    /// Stored keys oldest first. An item whose sequence no longer matches
-    /// its slot is stale.
-    order: VecDeque<Expiry>,
-    next_seq: u64,
-}
-
-/// One stored key in expiry order: its store time and sequence, and the
-/// key with its hash in `slots`, so expiring it finds the slot without
-/// hashing the key's text again or reading it (the oldest keys are the
-/// coldest in memory).
-#[derive(Debug)]
-struct Expiry {
-    at: i64,
-    seq: u64,
-    hash: u64,
-    key: Key<2>,
-}
-
 /// The window.
 pub struct DedupeWindow {
     window_ms: u64,
     keys_max: usize,
-    state: Mutex<State>,
+    state: Mutex<Ring>,
     sequences: Sequences,
     sequences_rebuild_ms: u64,
 }
@@ -188,17 +157,13 @@ impl DedupeWindow {
         self.window_ms > 0 && self.keys_max > 0
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, Ring> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Keys stored in the window now (claims in flight not counted).
     pub fn len(&self) -> usize {
-        self.lock()
-            .slots
-            .values()
-            .filter(|s| matches!(s, Slot::Stored { .. }))
-            .count()
+        self.lock().stored_keys()
     }
 
     /// True when no key is stored in the window.
@@ -208,23 +173,13 @@ impl DedupeWindow {
 
     /// Looks `key` of `topic` up at `now_ms`, claiming it when new.
     pub fn claim(&self, topic: &str, key: &str, now_ms: i64) -> Claim {
-        let mut st = self.lock();
-        self.expire(&mut st, now_ms);
-        let id = Parts([topic, key]);
-        let hash = st.slots.hasher().hash_one(&id);
-        match st
-            .slots
-            .raw_entry_mut_v1()
-            .from_hash(hash, |k| id.equivalent(k))
-        {
-            RawEntryMut::Occupied(slot) => match slot.get() {
-                Slot::Stored { original, .. } => Claim::Stored(*original),
-                Slot::Pending => Claim::InFlight,
-            },
-            RawEntryMut::Vacant(slot) => {
-                slot.insert_hashed_nocheck(hash, Key::new([topic, key]), Slot::Pending);
-                Claim::Claimed
-            }
+        let mut ring = self.lock();
+        self.expire(&mut ring, now_ms);
+        let hash = ring.hash(topic, key);
+        match ring.claim(hash, topic, key) {
+            Found::Stored(original) => Claim::Stored(original),
+            Found::InFlight => Claim::InFlight,
+            Found::Absent => Claim::Claimed,
         }
     }
 
@@ -241,72 +196,29 @@ impl DedupeWindow {
         if let Some(stamp) = stamp {
             self.sequences.stored(topic, stamp, original);
         }
-        let mut st = self.lock();
-        Self::insert(&mut st, topic, key, original, stored_ms);
-        self.expire(&mut st, stored_ms);
+        let mut ring = self.lock();
+        let hash = ring.hash(topic, key);
+        ring.store(hash, topic, key, original, stored_ms);
+        self.expire(&mut ring, stored_ms);
     }
 
     /// The claimed key was not stored: forget the claim.
     pub fn release(&self, topic: &str, key: &str) {
-        let mut st = self.lock();
-        let id = Parts([topic, key]);
-        if matches!(st.slots.get(&id), Some(Slot::Pending)) {
-            st.slots.swap_remove(&id);
-        }
-    }
-
-    fn insert(st: &mut State, topic: &str, key: &str, original: Original, stored_ms: i64) {
-        let seq = st.next_seq;
-        st.next_seq += 1;
-        let slot = Slot::Stored { original, seq };
-        let parts = Parts([topic, key]);
-        let hash = st.slots.hasher().hash_one(&parts);
-        // The claim's key is reused: one lookup, no new key.
-        let key = match st
-            .slots
-            .raw_entry_mut_v1()
-            .from_hash(hash, |k| parts.equivalent(k))
-        {
-            RawEntryMut::Occupied(mut held) => {
-                held.insert(slot);
-                held.key().clone()
-            }
-            RawEntryMut::Vacant(vacant) => {
-                let (key, _) = vacant.insert_hashed_nocheck(hash, Key::new([topic, key]), slot);
-                key.clone()
-            }
-        };
-        st.order.push_back(Expiry {
-            at: stored_ms,
-            seq,
-            hash,
-            key,
-        });
+        let mut ring = self.lock();
+        let hash = ring.hash(topic, key);
+        ring.release(hash, topic, key);
     }
 
     /// Drops stored keys older than the window, then the oldest while over
     /// the cap. Claims in flight stay.
-    fn expire(&self, st: &mut State, now_ms: i64) {
+    fn expire(&self, ring: &mut Ring, now_ms: i64) {
         let window = i64::try_from(self.window_ms).unwrap_or(i64::MAX);
         let cutoff = now_ms.saturating_sub(window);
-        while let Some(oldest) = st.order.front() {
-            if oldest.at >= cutoff && st.order.len() <= self.keys_max {
+        while let Some(oldest_ms) = ring.oldest_ms() {
+            if oldest_ms >= cutoff && ring.items() <= self.keys_max {
                 break;
             }
-            let Some(Expiry { seq, hash, key, .. }) = st.order.pop_front() else {
-                break;
-            };
-            // The same key object, not an equal one: a slot removed and
-            // claimed again holds a new key (and a new sequence).
-            let found = st
-                .slots
-                .raw_entry_v1()
-                .from_hash_full(hash, |k| k.same(&key));
-            if let Some((index, _, Slot::Stored { seq: s, .. })) = found {
-                if *s == seq {
-                    st.slots.swap_remove_index(index);
-                }
-            }
+            ring.evict_oldest();
         }
     }
 
@@ -338,7 +250,7 @@ impl DedupeWindow {
 
     /// Empties the window (before a rebuild).
     pub fn clear(&self) {
-        *self.lock() = State::default();
+        *self.lock() = Ring::default();
         self.sequences.clear();
     }
 
@@ -353,13 +265,11 @@ impl DedupeWindow {
         if let Some(stamp) = &sent.stamp {
             self.sequences.stored(&topic, stamp, original);
         }
-        let mut st = self.lock();
-        if !st
-            .slots
-            .contains_key(&Parts([topic.as_str(), key.as_str()]))
-        {
-            Self::insert(&mut st, &topic, &key, original, rec.store_timestamp_ms);
-            self.expire(&mut st, now_ms);
+        let mut ring = self.lock();
+        let hash = ring.hash(&topic, &key);
+        if !ring.holds(hash, &topic, &key) {
+            ring.store(hash, &topic, &key, original, rec.store_timestamp_ms);
+            self.expire(&mut ring, now_ms);
         }
     }
 }

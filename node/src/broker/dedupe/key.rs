@@ -5,15 +5,13 @@
 //! more than storing the message.
 
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use indexmap::Equivalent;
 
-/// `N` strings in one shared buffer: one allocation per key, and a clone
-/// (the map's key and the expiry queue's copy) is a reference count.
-#[derive(Clone, Debug)]
+/// `N` strings in one buffer: one allocation per key.
+#[derive(Debug)]
 pub struct Key<const N: usize> {
-    text: Arc<str>,
+    text: Box<str>,
     ends: [usize; N],
 }
 
@@ -27,14 +25,9 @@ impl<const N: usize> Key<N> {
             *end = text.len();
         }
         Self {
-            text: Arc::from(text),
+            text: text.into_boxed_str(),
             ends,
         }
-    }
-
-    /// True when `other` is this very key (a clone of it), not just equal.
-    pub fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.text, &other.text)
     }
 
     /// The strings, in the order given.
@@ -50,7 +43,7 @@ impl<const N: usize> Key<N> {
 
 impl<const N: usize> PartialEq for Key<N> {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.text, &other.text) || (self.ends == other.ends && self.text == other.text)
+        self.ends == other.ends && self.text == other.text
     }
 }
 
