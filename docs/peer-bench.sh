@@ -16,7 +16,8 @@
 #   SLUICE_NODE, SLUICE  this repo's release binaries (sluice-node, sluice)
 #   ROUNDS     interleaved rounds (default 3)
 #   WORKLOADS  space-separated subset of: s1 s16 s64 b64x4 f1 f64 fb64x4 drain
-# Env: PEER_CONF (default ../shared/peer-bench/conf beside the repo), OUT (default ./peer-bench.out)
+# Env: PEER_CONF (default ../shared/peer-bench/conf beside the repo), OUT (default ./peer-bench.out),
+#   FORCE=1 to run with the disk 65 % used or more
 #
 # Every run starts its broker on a fresh store, 1 KiB bodies, default
 # configs. Systems per round, in this order: peer (its defaults), peer-best
@@ -35,6 +36,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 conf=${PEER_CONF:-$here/../../shared/peer-bench/conf}
 out=${OUT:-peer-bench.out}
 work=$(mktemp -d)
+# The peer (like RocketMQ) reclaims and throttles once its disk is 75 %
+# used (diskMaxUsedSpaceRatio), so a run near that measures its cleaner,
+# not its writes (docs/benchmarks.md, 2026-12-06).
+used=$(df --output=pcent "$work" | tail -1 | tr -dc 0-9)
+echo "disk ${used}% used at $work" >&2
+if [ "$used" -ge 65 ] && [ -z "${FORCE:-}" ]; then
+  echo "refusing to run above 65% used (free space, or set FORCE=1)" >&2
+  exit 1
+fi
 export ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback
 tck=$(getconf CLK_TCK)
 warm=3 dur=15
@@ -87,7 +97,9 @@ start_sluice() { # $1 = async|sync
 stop_all() {
   kill "$broker_pid" $ns_pid 2>/dev/null
   wait "$broker_pid" $ns_pid 2>/dev/null
-  rm -f "$work/sink"
+  # Each store goes with its broker: GBs left behind fill the disk for
+  # the next system's run.
+  rm -rf "$work/sink" "$work/sluice" "$work/peer"
   sleep 1
 }
 
