@@ -7,9 +7,10 @@
 //! eviction reads the ring's front (sequential, prefetched) and finds the
 //! key's table slot by that hash alone: the slot holds the key's sequence
 //! number, compared without following it anywhere. An `IndexMap` with a
-//! separate expiry queue took five cache misses per eviction (its control
+//! separate expiry queue touched five cold places per eviction (its control
 //! group, bucket, entry, then the bucket of the entry `swap_remove` moved);
-//! this takes two (docs/benchmarks.md, issue 20).
+//! this touches the table's control group and slot, and frees the key
+//! (criterion and paired runs: docs/benchmarks.md, issue 20).
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
