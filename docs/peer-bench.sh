@@ -7,7 +7,9 @@
 #   (NULL_BROKER=path of `cargo build --release -p sluice-net --example null_broker`
 #    adds the driver-bound ceiling: peerdrv against a broker that stores nothing,
 #    and for b64x4 the page-cache ceiling: the same broker appending each body
-#    to a file, `null_broker --append`; for drain and push, the same broker
+#    to a file, `null_broker --append`; for f1 the SYNC_FLUSH ceiling: the same
+#    broker writing each body and calling fdatasync before it answers,
+#    `null_broker --sync`; for drain and push, the same broker
 #    serving a backlog of 1 M messages from memory, `null_broker --backlog`)
 #   PEER_ROOT  the `cargo install --root` of rocketmq-namesrv and rocketmq-broker 1.0.0
 #              (bin/rocketmq-namesrv-rust, bin/rocketmq-broker-rust); build steps in
@@ -76,7 +78,7 @@ start_peer() { # $1 = best|default, $2 = async|sync
   sleep 5
 }
 
-start_null() { # $1 = nothing, or --append FILE
+start_null() { # $1 = nothing, or --append FILE, --sync FILE, --backlog N
   "$node" namesrv --listen 127.0.0.1:9876 >"$work/namesrv.log" 2>&1 &
   ns_pid=$!
   sleep 1
@@ -192,12 +194,14 @@ for round in $(seq 1 "$rounds"); do
     systems="peer peer-best sluice sluice-bench"
     case $w in s1 | s16 | s64 | b64x4 | drain) [ -n "${NULL_BROKER:-}" ] && systems="$systems null" ;; esac
     [ "$w" = b64x4 ] && [ -n "${NULL_BROKER:-}" ] && systems="$systems null-append"
+    [ "$w" = f1 ] && [ -n "${NULL_BROKER:-}" ] && systems="$systems null-sync"
     for system in $systems; do
       case $system in
         peer) start_peer default $flush ;;
         peer-best) start_peer best $flush ;;
         null) if [ "$w" = drain ]; then start_null --backlog 1000000; else start_null; fi ;;
         null-append) start_null --append "$work/sink" ;;
+        null-sync) start_null --sync "$work/sink" ;;
         *) start_sluice $flush ;;
       esac
       if [ "$w" = drain ]; then

@@ -12,6 +12,12 @@
 //! the ceiling of any broker that keeps messages in the page cache, which
 //! on a VM that returns freed pages to its host pays for every new page.
 //!
+//! With `--sync FILE` it instead overwrites a laid-out 64 MiB FILE in a
+//! ring, 1 body per `pwrite`, and calls `fdatasync` before answering, on
+//! the connection's own task: the ceiling of SYNC flush for one waiting
+//! sender (a loopback round trip plus one data sync, nothing shared
+//! between senders), the same write-and-sync loop `fsync_probe` times.
+//!
 //! With `--backlog N` (default 0: no consume side at all) `DrainTopic` also
 //! holds N synthetic 1 KiB messages spread evenly over its queues (offsets
 //! `0..N/4` each), served from memory: each pull copies one pre-encoded
@@ -23,7 +29,7 @@
 //! the drain and push rows. Sends are still answered and never stored.
 //!
 //! `cargo run --release -p sluice-net --example null_broker -- [--namesrv ADDR] [--listen ADDR]
-//! [--append FILE] [--backlog N]` (defaults `127.0.0.1:9876`, `127.0.0.1:10911`);
+//! [--append FILE | --sync FILE] [--backlog N]` (defaults `127.0.0.1:9876`, `127.0.0.1:10911`);
 //! topics `BenchTopic` and `DrainTopic`, 4 queues each. The first request
 //! of each code is logged to stderr.
 
@@ -67,17 +73,56 @@ const RETRY_QUEUES: i32 = 1;
 /// Largest `--backlog`: physical offsets stay far below the retry ones.
 const BACKLOG_MAX: u64 = 1_000_000_000;
 
-/// Where `--append` puts the bodies: the file and its next free offset.
+/// Size `--sync` lays its file out to before the first send (as
+/// `fsync_probe` does), so a sync carries data only, never an allocation.
+const SYNC_FILE_BYTES: u64 = 64 << 20;
+
+/// Where `--append` or `--sync` puts the bodies: the file, its next free
+/// offset, and for `--sync` the laid-out size it wraps at.
 struct Sink {
     file: File,
     end: AtomicU64,
+    wrap_at: Option<u64>,
 }
 
 impl Sink {
     fn append(&self, body: &[u8]) {
-        let at = self.end.fetch_add(body.len() as u64, Ordering::Relaxed);
-        if let Err(e) = self.file.write_all_at(body, at) {
+        let len = body.len() as u64;
+        let mut at = self.end.fetch_add(len, Ordering::Relaxed);
+        if let Some(wrap) = self.wrap_at {
+            at %= wrap.saturating_sub(len).max(1);
+        }
+        let written = self.file.write_all_at(body, at);
+        let synced = written.and_then(|()| match self.wrap_at {
+            Some(_) => self.file.sync_data(),
+            None => Ok(()),
+        });
+        if let Err(e) = synced {
             eprintln!("null_broker: append failed: {e}");
+        }
+    }
+
+    fn append_only(path: &str) -> Self {
+        let file = File::create(path).expect("create the --append file");
+        Self {
+            file,
+            end: AtomicU64::new(0),
+            wrap_at: None,
+        }
+    }
+
+    fn synced(path: &str) -> Self {
+        let file = File::create(path).expect("create the --sync file");
+        let block = vec![0u8; 1 << 20];
+        for at in (0..SYNC_FILE_BYTES).step_by(block.len()) {
+            file.write_all_at(&block, at)
+                .expect("lay out the --sync file");
+        }
+        file.sync_all().expect("sync the laid-out --sync file");
+        Self {
+            file,
+            end: AtomicU64::new(0),
+            wrap_at: Some(SYNC_FILE_BYTES),
         }
     }
 }
@@ -239,13 +284,13 @@ async fn main() {
     let listen = arg("--listen", "127.0.0.1:10911");
     let next_offset = Arc::new(AtomicI64::new(0));
     let append = arg("--append", "");
-    let sink = (!append.is_empty()).then(|| {
-        let file = File::create(&append).expect("create the --append file");
-        Arc::new(Sink {
-            file,
-            end: AtomicU64::new(0),
-        })
-    });
+    let sync = arg("--sync", "");
+    let sink = match (append.is_empty(), sync.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(Arc::new(Sink::append_only(&append))),
+        (true, false) => Some(Arc::new(Sink::synced(&sync))),
+        (false, false) => panic!("null_broker: --append and --sync exclude each other"),
+    };
     let started_ms = now_ms();
     let total = backlog_arg();
     let backlog = (total > 0).then(|| Arc::new(Backlog::new(total, store_host(&listen))));
