@@ -10,6 +10,8 @@
 //! - `store_put_1kib_async` — `MessageStore::put(msg, false)` in ASYNC flush
 //!   mode: append plus dispatch to the ConsumeQueue and the index; rollover
 //!   kept out of the timed region the same way.
+//! - `store_put_batch_64x1kib_async` — `MessageStore::put_batch` of 64
+//!   messages in ASYNC flush mode (one run, one `pwrite`, then dispatch).
 //! - `consume_queue_append` — `ConsumeQueue::append` of one 20-byte entry,
 //!   with RocketMQ's 300,000-entry segments rolling over inside the timed
 //!   region (a new segment every 300,000 appends).
@@ -293,6 +295,42 @@ fn store_put_async(c: &mut Criterion) {
     g.finish();
 }
 
+/// Messages per `put_batch` in `store_put_batch_64x1kib_async` (a
+/// producer's batch of 64, as in the peer table's b64x4 row).
+const PUT_BATCH: u64 = 64;
+
+/// `MessageStore::put_batch` of 64 × 1 KiB in ASYNC flush mode: one run
+/// encoded into the staging buffer and written with one `pwrite`, then
+/// dispatched; a fresh store (untimed) before the segment fills.
+fn store_put_batch_async(c: &mut Criterion) {
+    let mut g = c.benchmark_group("storage");
+    g.throughput(Throughput::Bytes(PUT_BATCH * BODY_BYTES as u64));
+    let mut msgs = Messages::new();
+    let put = |s: &Store, m: MessageInput| {
+        black_box(pollster::block_on(s.put(m, false)).expect("put"));
+    };
+    let mut current = BenchStore::open(FlushMode::Async);
+    warm(&mut current, &mut msgs, &put);
+    g.bench_function("store_put_batch_64x1kib_async", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                if current.store.commit_log().written().get() >= ROTATE_AT_BYTES {
+                    current = BenchStore::open(FlushMode::Async);
+                    warm(&mut current, &mut msgs, &put);
+                }
+                let batch = msgs.chunk(PUT_BATCH);
+                let start = Stopwatch::start();
+                let stored = pollster::block_on(current.store.put_batch(batch, false));
+                total += start.elapsed();
+                black_box(stored.expect("put_batch"));
+            }
+            total
+        });
+    });
+    g.finish();
+}
+
 fn consume_queue_append(c: &mut Criterion) {
     let mut g = c.benchmark_group("storage");
     g.throughput(Throughput::Elements(1));
@@ -536,7 +574,7 @@ criterion_group! {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(20);
-    targets = commit_log_append, store_put_async, consume_queue_append, get_by_offset,
+    targets = commit_log_append, store_put_async, store_put_batch_async, consume_queue_append, get_by_offset,
         mmap_segment_write, crc32_1kib, group_commit
 }
 criterion_main!(benches);

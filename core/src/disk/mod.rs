@@ -15,6 +15,10 @@ mod mmap;
 
 pub use mmap::{MmapDisk, MmapSegment, SMALL_FILE_BYTES_MAX};
 
+/// What the default `Segment::write_with` puts in the buffer before its
+/// fill runs (see there).
+const UNFILLED_BYTE: u8 = 0xA5;
+
 /// Rejects paths that could escape a disk's root or name nothing: empty,
 /// absolute, with an empty, `.` or `..` component, or with a NUL byte. One
 /// rule for every disk, so a path the simulation accepts the kernel does too.
@@ -54,7 +58,9 @@ pub trait Segment: Send + Sync + 'static {
     /// panics) when the range is outside the segment, before `fill` runs.
     fn write_with(&self, off: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
         check_write(self.size_bytes(), off, len as u64)?;
-        let mut buf = vec![0; len];
+        // Not zeros: a fill that skipped a byte would then write junk the
+        // store's checks catch, not zeros that pass for padding.
+        let mut buf = vec![UNFILLED_BYTE; len];
         fill(&mut buf);
         self.write_at(off, &buf)
     }

@@ -152,7 +152,7 @@ fn seal_digits_at(bytes: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn sealed_record() -> (Vec<u8>, std::ops::Range<usize>) {
+    fn sealed_parts() -> (MessageInput, crate::message::RecordStamp, u32) {
         let msg = crate::message::MessageInput {
             topic: "T".into(),
             queue_id: 1,
@@ -171,6 +171,12 @@ mod tests {
             phys_offset: 7,
             store_timestamp_ms: 9,
         };
+        let crc = crate::message::body_crc(&msg.body);
+        (msg, stamp, crc)
+    }
+
+    fn sealed_record() -> (Vec<u8>, std::ops::Range<usize>) {
+        let (msg, stamp, crc) = sealed_parts();
         let placeholder = MessageInput {
             properties: with_seal_placeholder(&msg.properties).into(),
             ..msg.clone()
@@ -178,7 +184,7 @@ mod tests {
         let unsealed = placeholder.encode_to_vec(&stamp).expect("encodes");
         assert!(!seal_matches(&unsealed), "placeholder must not verify");
         let mut rec = vec![0; sealed_len(&msg).expect("fits")];
-        encode_sealed(&msg, &stamp, crate::message::body_crc(&msg.body), &mut rec);
+        encode_sealed(&msg, &stamp, crc, &mut rec);
         assert_eq!(rec.len(), unsealed.len());
         let digits_at = rec.len() - SEAL_DIGITS - 1;
         assert_eq!(
@@ -215,6 +221,20 @@ mod tests {
         assert!(seal_matches(&bad), "the seal skips the body");
         let err = crate::message::StoredRecord::decode(&bytes::Bytes::from(bad));
         assert!(err.is_err(), "BODYCRC catches the body flip");
+    }
+
+    /// `Segment::write_with` hands its fill a buffer whose prior contents
+    /// are unspecified (the mapped disk reuses its staging buffer without
+    /// zeroing it), so the record must not depend on them.
+    #[test]
+    fn encode_sealed_writes_every_byte_whatever_the_buffer_held() {
+        let (rec, _) = sealed_record();
+        for junk in [0xFF, 0xA5, 0x01] {
+            let (msg, stamp, crc) = sealed_parts();
+            let mut reused = vec![junk; rec.len()];
+            encode_sealed(&msg, &stamp, crc, &mut reused);
+            assert_eq!(reused, rec, "bytes left from {junk:#x}");
+        }
     }
 
     #[test]

@@ -145,10 +145,15 @@ impl Segment for MmapSegment {
     fn write_with(&self, off: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
         let (off, len) = self.range(off, len as u64)?;
         let mut stage = self.stage.lock().unwrap_or_else(PoisonError::into_inner);
-        stage.clear();
-        stage.resize(len, 0);
-        fill(&mut stage);
-        let written = self.file.write_all_at(&stage, off as u64);
+        // Grown, never cleared: `fill` writes every byte it is given (the
+        // trait's contract), so zeroing a batch's run of records first
+        // would only be a second pass over up to a MiB.
+        if stage.len() < len {
+            stage.resize(len, 0);
+        }
+        let stage_run = &mut stage[..len];
+        fill(stage_run);
+        let written = self.file.write_all_at(stage_run, off as u64);
         if stage.capacity() > STAGE_KEEP_BYTES {
             *stage = Vec::new();
         }
