@@ -16,7 +16,8 @@
 //! ring, 1 body per `pwrite`, and calls `fdatasync` before answering, on
 //! the connection's own task: the ceiling of SYNC flush for one waiting
 //! sender (a loopback round trip plus one data sync, nothing shared
-//! between senders), the same write-and-sync loop `fsync_probe` times.
+//! between senders); `fsync_probe` times the same loop without the
+//! network (4 KiB per write there, the body here).
 //!
 //! With `--backlog N` (default 0: no consume side at all) `DrainTopic` also
 //! holds N synthetic 1 KiB messages spread evenly over its queues (offsets
