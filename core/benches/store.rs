@@ -280,17 +280,27 @@ fn commit_log_append(c: &mut Criterion) {
     g.finish();
 }
 
+/// One `MessageStore::put` that does not wait for the disk.
+fn put_async(s: &Store, m: MessageInput) {
+    black_box(pollster::block_on(s.put(m, false)).expect("put"));
+}
+
+/// A fresh ASYNC flush store, warmed (see [`warm`]).
+fn warm_async_store(msgs: &mut Messages) -> BenchStore {
+    let mut current = BenchStore::open(FlushMode::Async);
+    warm(&mut current, msgs, &put_async);
+    current
+}
+
 fn store_put_async(c: &mut Criterion) {
     let mut g = c.benchmark_group("storage");
     g.throughput(Throughput::Bytes(BODY_BYTES as u64));
     let mut msgs = Messages::new();
-    let put = |s: &Store, m: MessageInput| {
-        black_box(pollster::block_on(s.put(m, false)).expect("put"));
-    };
-    let mut current = BenchStore::open(FlushMode::Async);
-    warm(&mut current, &mut msgs, &put);
+    let mut current = warm_async_store(&mut msgs);
     g.bench_function("store_put_1kib_async", |b| {
-        b.iter_custom(|iters| timed_appends(iters, &mut current, &mut msgs, FlushMode::Async, put));
+        b.iter_custom(|iters| {
+            timed_appends(iters, &mut current, &mut msgs, FlushMode::Async, put_async)
+        });
     });
     g.finish();
 }
@@ -306,18 +316,13 @@ fn store_put_batch_async(c: &mut Criterion) {
     let mut g = c.benchmark_group("storage");
     g.throughput(Throughput::Bytes(PUT_BATCH * BODY_BYTES as u64));
     let mut msgs = Messages::new();
-    let put = |s: &Store, m: MessageInput| {
-        black_box(pollster::block_on(s.put(m, false)).expect("put"));
-    };
-    let mut current = BenchStore::open(FlushMode::Async);
-    warm(&mut current, &mut msgs, &put);
+    let mut current = warm_async_store(&mut msgs);
     g.bench_function("store_put_batch_64x1kib_async", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 if current.store.commit_log().written().get() >= ROTATE_AT_BYTES {
-                    current = BenchStore::open(FlushMode::Async);
-                    warm(&mut current, &mut msgs, &put);
+                    current = warm_async_store(&mut msgs);
                 }
                 let batch = msgs.chunk(PUT_BATCH);
                 let start = Stopwatch::start();
