@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
-use crate::disk::{Disk, Segment, Warm};
+use crate::disk::{Disk, Segment};
 use crate::error::{Error, Result};
 use crate::offset::{parse_segment_name, segment_name};
 
@@ -71,14 +71,14 @@ impl<D: Disk> SegmentChain<D> {
     /// Asks the disk to warm `[from, to)` ([`Segment::warm`]), clipped to
     /// the segment holding `from`; returns where the request ended (`from`
     /// itself when that segment does not exist yet).
-    pub(crate) fn warm(&self, from: u64, to: u64, how: Warm) -> u64 {
+    pub(crate) fn warm(&self, from: u64, to: u64) -> u64 {
         let start = self.segment_start(from);
         let Some(seg) = self.get(from) else {
             return from;
         };
         let end = to.min(start + self.segment_bytes);
         if end > from {
-            seg.warm(from - start, end - from, how);
+            seg.warm(from - start, end - from);
         }
         end.max(from)
     }

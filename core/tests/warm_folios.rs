@@ -17,7 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use memmap2::{Advice, MmapOptions};
-use sluice_core::disk::{Disk, MmapDisk, Segment, Warm};
+use sluice_core::disk::{Disk, MmapDisk, Segment};
 
 const PAGE: usize = 4096;
 /// Large enough for the fault path's readahead to ramp up to large folios
@@ -129,24 +129,20 @@ fn settled(addr: usize, len: usize) -> Option<(usize, usize)> {
 fn warmed_pages_stay_in_the_page_cache_but_leave_the_mapping() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
-    for how in [Warm::Synced, Warm::Cached] {
-        let seg = disk
-            .create_segment(&format!("seg-{how:?}"), RANGE as u64)
-            .expect("create");
-        seg.warm(0, RANGE as u64, how);
-        let view = seg.slice(0, RANGE).expect("view");
-        let Some(state) = settled(view.as_ptr() as usize, RANGE) else {
-            eprintln!("skipped: /proc/self/pagemap is unreadable here");
-            return;
-        };
-        assert!(
-            warmed_enough(state, RANGE),
-            "(cached, mapped) pages after warming {how:?}: {state:?} of {}",
-            RANGE / PAGE
-        );
-        // The bytes read back as zeros through the mapping.
-        assert!(view.iter().all(|b| *b == 0));
-    }
+    let seg = disk.create_segment("seg", RANGE as u64).expect("create");
+    seg.warm(0, RANGE as u64);
+    let view = seg.slice(0, RANGE).expect("view");
+    let Some(state) = settled(view.as_ptr() as usize, RANGE) else {
+        eprintln!("skipped: /proc/self/pagemap is unreadable here");
+        return;
+    };
+    assert!(
+        warmed_enough(state, RANGE),
+        "(cached, mapped) pages after warming: {state:?} of {}",
+        RANGE / PAGE
+    );
+    // The bytes read back as zeros through the mapping.
+    assert!(view.iter().all(|b| *b == 0));
 }
 
 /// Whether the mapping holding `addr` is still advised `MADV_RANDOM`
@@ -211,29 +207,25 @@ fn a_warmed_range_is_single_pages_with_normal_readahead_after() {
         return;
     }
     let disk = MmapDisk::new(dir.path()).expect("disk");
-    for how in [Warm::Synced, Warm::Cached] {
-        let seg = disk
-            .create_segment(&format!("seg-{how:?}"), RANGE as u64)
-            .expect("create");
-        seg.warm(0, RANGE as u64, how);
-        let view = seg.slice(0, RANGE).expect("view");
-        let addr = view.as_ptr() as usize;
-        // Warming leaves its pages unmapped: read them back in (mapping
-        // the folios warming built) to see their sizes.
-        settled(addr, RANGE);
-        let sum = view.iter().step_by(PAGE).fold(0u8, |a, b| a ^ *b);
-        assert_eq!(std::hint::black_box(sum), 0);
-        assert_eq!(
-            large_once_present(addr, RANGE),
-            Some(0),
-            "pages warmed {how:?} in large folios (without the advice: {control} of {})",
-            RANGE / PAGE
-        );
-        // Readers of the segment keep their readahead once warming is done.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while random_advice(addr) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!random_advice(addr), "the mapping stays advised random");
+    let seg = disk.create_segment("seg", RANGE as u64).expect("create");
+    seg.warm(0, RANGE as u64);
+    let view = seg.slice(0, RANGE).expect("view");
+    let addr = view.as_ptr() as usize;
+    // Warming leaves its pages unmapped: read them back in (mapping
+    // the folios warming built) to see their sizes.
+    settled(addr, RANGE);
+    let sum = view.iter().step_by(PAGE).fold(0u8, |a, b| a ^ *b);
+    assert_eq!(std::hint::black_box(sum), 0);
+    assert_eq!(
+        large_once_present(addr, RANGE),
+        Some(0),
+        "pages warmed in large folios (without the advice: {control} of {})",
+        RANGE / PAGE
+    );
+    // Readers of the segment keep their readahead once warming is done.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while random_advice(addr) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
+    assert!(!random_advice(addr), "the mapping stays advised random");
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use crate::clock::Clock;
-use crate::disk::{Disk, Warm};
+use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::message::record_seal::sealed_len;
 use crate::message::{
@@ -92,8 +92,9 @@ pub struct CommitLog<D: Disk, C: Clock> {
     /// A follower's log is a byte-for-byte copy of its master's: it never
     /// writes pads of its own.
     follower: AtomicBool,
-    /// How the window ahead of the writer is warmed (by flush mode).
-    warming: Warm,
+    /// Whether the window ahead of the writer is warmed (`SYNC_FLUSH`; see
+    /// [`CommitLog::warm_ahead`]).
+    warms_ahead: bool,
     /// What dispatch needs of the records just appended (see `fresh`).
     fresh: fresh::FreshNotes,
     /// True while deferred records wait in the writer's `pending` (read
@@ -118,7 +119,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         clock: C,
         dir: &str,
         segment_bytes: u64,
-        warming: Warm,
+        warms_ahead: bool,
     ) -> Result<Self> {
         Ok(Self {
             chain: SegmentChain::open(disk, dir, segment_bytes)?,
@@ -134,7 +135,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
             durability: GroupCommit::new(0),
             stats: Arc::default(),
             follower: AtomicBool::new(false),
-            warming,
+            warms_ahead,
             fresh: fresh::FreshNotes::default(),
             deferring: AtomicBool::new(false),
             deferred_lost: AtomicBool::new(false),
@@ -272,14 +273,21 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// write position ([`crate::disk::Segment::warm`]), so group commits
     /// sync blocks that are already allocated on disk. A range in the next
     /// segment is asked for once that segment exists.
+    ///
+    /// Only a `SYNC_FLUSH` log warms. An `ASYNC_FLUSH` log has no sync on
+    /// its hot path to protect, and on a machine its producers share,
+    /// preparing pages ahead is CPU taken from them: reading the window
+    /// into the page cache ahead of the writer (zeroed pages) cost the
+    /// allocator thread ≈ 0.35 µs per 1 KiB message at batch 64 × 4, and
+    /// the writer saved little of it — batched `pwrite`s fill whole fresh
+    /// pages, which need no zeroing (docs/benchmarks.md, issue 20, "An
+    /// async log warms nothing").
     fn warm_ahead(&self, w: &mut Writer) {
-        if w.warmed_to >= w.pos + WARM_AHEAD_BYTES / 2 {
+        if !self.warms_ahead || w.warmed_to >= w.pos + WARM_AHEAD_BYTES / 2 {
             return;
         }
         let from = w.warmed_to.max(w.pos);
-        w.warmed_to = self
-            .chain
-            .warm(from, w.pos + WARM_AHEAD_BYTES, self.warming);
+        w.warmed_to = self.chain.warm(from, w.pos + WARM_AHEAD_BYTES);
     }
 
     /// Waits until every byte below `end` is durable (group commit).

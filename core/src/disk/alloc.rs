@@ -19,12 +19,8 @@
 //! so warming may run while the store appends to the same segment. The
 //! CommitLog asks for a window ahead of its write position at a time.
 //!
-//! That is [`Warm::Synced`], for a store that syncs at every write. A store
-//! flushed in the background has no sync to protect: [`Warm::Cached`] only
-//! reads the window into the page cache (zeros, clean, no I/O), so appends
-//! neither allocate pages nor zero them on the hot path, and no zeros are
-//! written. (Writing zeros with `pwrite` instead would be cheaper still but
-//! destructive: the writer may overtake the warmer.)
+//! Only a store that syncs at every write warms: one flushed in the
+//! background has no sync to protect (see `CommitLog::warm_ahead`).
 #![allow(unsafe_code)]
 
 use std::fs::{self, File, OpenOptions};
@@ -36,16 +32,10 @@ use std::sync::Weak;
 use memmap2::{Advice, MmapOptions, MmapRaw, UncheckedAdvice};
 
 use super::mmap::invalid;
-use super::Warm;
 
 /// Bytes warmed per step: small enough that a sync of the hot path queued
 /// behind one step waits only a few milliseconds.
 const CHUNK_BYTES: usize = 8 << 20;
-
-/// Bytes per readahead request of [`Warm::Cached`]: the kernel's default
-/// readahead window (`read_ahead_kb` 128), the most one request is sure to
-/// read on any device.
-const READAHEAD_STEP_BYTES: usize = 128 << 10;
 
 /// Alignment of `madvise` and `msync` ranges (memmap2 aligns offsets too;
 /// rounding here keeps the first chunk's end on a chunk boundary).
@@ -54,18 +44,14 @@ const PAGE_BYTES: usize = 4096;
 /// Warms `[from, from + len)` of a segment (`from` rounded down to a page),
 /// unless the segment is dropped first. Runs on the allocator thread; a
 /// failure only leaves the rest cold.
-pub(super) fn warm_while_alive(map: &Weak<MmapRaw>, from: usize, len: usize, how: Warm) {
+pub(super) fn warm_while_alive(map: &Weak<MmapRaw>, from: usize, len: usize) {
     let end = from + len;
     let mut off = from - from % PAGE_BYTES;
     while off < end {
         // Hold the mapping only for one step, so a dropped segment (rolled
         // away by retention, or a store shutting down) stops the warming.
         let Some(map) = map.upgrade() else { return };
-        let warmed = match how {
-            Warm::Synced => warm_chunk(&map, off, end),
-            Warm::Cached => cache_chunk(&map, off, end),
-        };
-        match warmed {
+        match warm_chunk(&map, off, end) {
             Ok(next) => off = next,
             Err(err) => {
                 tracing::debug!(%err, "segment warming stopped; later syncs may be slower");
@@ -83,29 +69,7 @@ fn chunk_len(map: &MmapRaw, off: usize, end: usize) -> usize {
         .min(map.len().saturating_sub(off))
 }
 
-/// [`Warm::Cached`] from `off` up to the chunk's end (see [`chunk_len`]):
-/// the pages are read into the page cache (`MADV_WILLNEED`, i.e. forced
-/// readahead: unwritten extents read as zeros without any I/O, in single
-/// pages), clean and unmapped. No fault, no dirty page, nothing written:
-/// at batch 64 × 4 this warmer took 2.2 s of CPU per 10 s run against 3.8 s
-/// for [`Warm::Synced`] (docs/benchmarks.md, issue 20). The kernel reads
-/// ahead at most the file's readahead size per call, so the range goes in
-/// steps of [`READAHEAD_STEP_BYTES`].
-fn cache_chunk(map: &MmapRaw, off: usize, end: usize) -> io::Result<usize> {
-    let len = chunk_len(map, off, end);
-    if len == 0 {
-        return Ok(end);
-    }
-    let mut at = off;
-    while at < off + len {
-        let step = READAHEAD_STEP_BYTES.min(off + len - at);
-        map.advise_range(Advice::WillNeed, at, step)?;
-        at += step;
-    }
-    Ok(off + len)
-}
-
-/// [`Warm::Synced`] from `off` up to the chunk's end (see [`chunk_len`]),
+/// Warms from `off` up to the chunk's end (see [`chunk_len`]),
 /// returning where it stopped.
 fn warm_chunk(map: &MmapRaw, off: usize, end: usize) -> io::Result<usize> {
     let len = chunk_len(map, off, end);

@@ -84,28 +84,14 @@ pub trait Segment: Send + Sync + 'static {
     /// never retry and acknowledge (fsyncgate semantics).
     fn sync(&self, off: u64, len: u64) -> impl Future<Output = io::Result<()>> + Send;
 
-    /// A hint that `[off, off + len)` will soon be written (the CommitLog
-    /// just ahead of its write position): a production disk prepares it
-    /// off the hot path as `how` says. Changes no byte; the default does
-    /// nothing.
-    fn warm(&self, off: u64, len: u64, how: Warm) {
-        let _ = (off, len, how);
+    /// A hint that `[off, off + len)` will soon be written and synced (the
+    /// CommitLog of a `SYNC_FLUSH` store, just ahead of its write
+    /// position): a production disk makes the range's blocks real on disk
+    /// off the hot path, so each later sync writes data only. Changes no
+    /// byte; the default does nothing.
+    fn warm(&self, off: u64, len: u64) {
+        let _ = (off, len);
     }
-}
-
-/// How [`Segment::warm`] prepares a range for the writer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Warm {
-    /// For a log synced at every write (`SYNC_FLUSH`): the pages are cached
-    /// and their blocks made real on disk (zeros written and synced), so
-    /// each later sync writes data only, with no journal commit for an
-    /// extent conversion.
-    Synced,
-    /// For a log synced in the background (`ASYNC_FLUSH`): the pages are
-    /// only brought into the page cache, clean, so appends copy into pages
-    /// that exist; nothing extra reaches the disk (the background flush
-    /// pays the extent conversions).
-    Cached,
 }
 
 /// Fails when `[off, off + len)` is not inside a segment of `size` bytes.

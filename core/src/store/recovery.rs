@@ -14,7 +14,7 @@ use crate::commit_log::scan::{find_valid_record_after, step, Step};
 use crate::commit_log::SECTOR_BYTES;
 use crate::commit_log::{is_dispatchable, CommitLog};
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CQ_ENTRY_BYTES};
-use crate::disk::{Disk, Warm};
+use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::index::{IndexMark, IndexService};
 use crate::offset::{CommitLogOffset, QueueOffset};
@@ -158,17 +158,14 @@ fn open_log<D: Disk, C: Clock>(
 ) -> Result<(CommitLog<D, C>, Option<Checkpoint>)> {
     let dir = join(&config.root, "commitlog");
     // A log synced at every write wants the blocks ahead of it real on
-    // disk; one flushed in the background only wants its pages cached.
-    let warming = match config.flush_mode {
-        FlushMode::Sync => Warm::Synced,
-        FlushMode::Async => Warm::Cached,
-    };
+    // disk; one flushed in the background has no sync to protect.
+    let warm_ahead = config.flush_mode == FlushMode::Sync;
     let log = CommitLog::open(
         disk.clone(),
         clock.clone(),
         &dir,
         config.commit_log_segment_bytes,
-        warming,
+        warm_ahead,
     )?;
     let log_min = log.min_offset().0;
     let Some(cp) = checkpoint else {

@@ -28,7 +28,7 @@ use memmap2::MmapRaw;
 
 use super::{invalid, run_on, Job, INLINE_SYNC_BYTES_MAX};
 use crate::disk::alloc::{self, Mapped};
-use crate::disk::{Segment, Warm};
+use crate::disk::Segment;
 
 /// Writes at least this long go through the file (`pwrite`); shorter ones
 /// store through the mapping.
@@ -193,13 +193,13 @@ impl Segment for MmapSegment {
 
     /// Queues the warming on the allocator thread; it stops early if the
     /// segment is dropped. A range outside the segment is ignored.
-    fn warm(&self, off: u64, len: u64, how: Warm) {
+    fn warm(&self, off: u64, len: u64) {
         let Ok((off, len)) = self.range(off, len) else {
             return;
         };
         let map = Arc::downgrade(&self.map);
         let _ = self.alloc_jobs.send(Box::new(move || {
-            alloc::warm_while_alive(&map, off, len, how);
+            alloc::warm_while_alive(&map, off, len);
         }));
     }
 }
