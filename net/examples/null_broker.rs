@@ -1,8 +1,9 @@
 //! A broker that stores nothing: the driver-bound ceiling of a benchmark.
 //!
 //! It registers its topics with a real name server (`sluice-node namesrv`)
-//! and answers every send at once with `SUCCESS` — no store, no flush, no
-//! dedupe, no stats — through the same RPC layer the broker uses, so any
+//! and answers every send at once with `SUCCESS` (a batch with each of its
+//! messages' ids, as Apache answers) — no store, no flush, no dedupe, no
+//! stats — through the same RPC layer the broker uses, so any
 //! client driven against it measures what the client and the RPC layer
 //! alone can do on this machine. docs/benchmarks.md quotes it as the floor
 //! of the ratio targets a client-bound workload cannot beat (issue 20).
@@ -150,6 +151,30 @@ fn queue_of(request: &RemotingCommand) -> i32 {
     }
 }
 
+/// Messages in a send: one, or for a batch (`SEND_BATCH_MESSAGE`) as many
+/// as its body holds, each led by its big-endian total size. A broker
+/// answers a batch with every message's id (Apache's `msgId` is the
+/// comma-joined list), and the client reads them all, so the ceiling must
+/// answer the same.
+fn messages_in(request: &RemotingCommand) -> i64 {
+    if request.code != request_code::SEND_BATCH_MESSAGE {
+        return 1;
+    }
+    let body = &request.body[..];
+    let (mut at, mut count) = (0_usize, 0_i64);
+    while let Some(size) = body
+        .get(at..at + 4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(i32::from_be_bytes)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n > 0)
+    {
+        at = at.saturating_add(size);
+        count += 1;
+    }
+    count.max(1)
+}
+
 /// A stored-message id in the offset format (address + offset, 32 hex
 /// digits), as a broker answers.
 fn offset_msg_id(offset: i64) -> String {
@@ -209,9 +234,13 @@ fn table(next_offset: &Arc<AtomicI64>, sink: Option<&Arc<Sink>>) -> HandlerTable
             if let Some(sink) = &sink {
                 sink.append(&request.body);
             }
-            let offset = next_offset.fetch_add(1, Ordering::Relaxed);
-            let header =
-                SendMessageResponseHeader::new(offset_msg_id(offset), queue_of(&request), offset);
+            let count = messages_in(&request);
+            let offset = next_offset.fetch_add(count, Ordering::Relaxed);
+            let ids = (offset..offset + count)
+                .map(offset_msg_id)
+                .collect::<Vec<_>>()
+                .join(",");
+            let header = SendMessageResponseHeader::new(ids, queue_of(&request), offset);
             async move { Some(RemotingCommand::success().with_header(&header)) }
         });
     }
@@ -332,7 +361,7 @@ async fn main() {
             .map(|b| format!(", {}", b.summary()))
             .unwrap_or_default();
         println!(
-            "null_broker on {}: {} sends answered{consumed}",
+            "null_broker on {}: {} messages answered{consumed}",
             server.local_addr(),
             next_offset.load(Ordering::Relaxed)
         );
