@@ -71,7 +71,7 @@ fn open(root: &std::path::Path) -> (Store, MmapDisk) {
 fn stop(store: Store, disk: &MmapDisk) {
     pollster::block_on(store.shutdown()).expect("shutdown");
     drop(store);
-    disk.prepare_segment("fence", 4096);
+    disk.prepare_segment("fence", 4096, true);
     disk.create_segment("fence", 4096).expect("fence segment");
     disk.remove("fence").expect("remove fence");
 }

@@ -147,11 +147,12 @@ impl BenchStore {
         };
         let disk = MmapDisk::new(dir.path()).expect("disk");
         // The warm benches measure the steady state, in which every CommitLog
-        // segment was prepared and pre-faulted ahead by the disk's allocator.
-        // Only a fresh store's first segment is not (it faults its own pages,
-        // see `MmapDisk::create_segment`), and every bench store is fresh, so
+        // segment was prepared ahead by the disk's allocator (its head warmed
+        // under SYNC_FLUSH). Only a fresh store's first segment is not (see
+        // `MmapDisk::create_segment`), and every bench store is fresh, so
         // prepare that one too; opening the store waits for it.
-        disk.prepare_segment(&format!("commitlog/{:020}", 0), SEGMENT_BYTES);
+        let warm_head = flush_mode == FlushMode::Sync;
+        disk.prepare_segment(&format!("commitlog/{:020}", 0), SEGMENT_BYTES, warm_head);
         let disk_handle = disk.clone();
         let store = pollster::block_on(MessageStore::open(disk, SystemClock::new(), cfg))
             .expect("store opens");
@@ -172,7 +173,7 @@ impl BenchStore {
     fn wait_for_allocator(&mut self) {
         self.fences += 1;
         let path = format!("bench/fence-{}", self.fences);
-        self.disk.prepare_segment(&path, 4096);
+        self.disk.prepare_segment(&path, 4096, false);
         self.disk
             .create_segment(&path, 4096)
             .expect("fence segment");
@@ -414,7 +415,7 @@ fn fresh_segment(prefaulted: bool) -> (MmapSegment, tempfile::TempDir) {
         .expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
     if prefaulted {
-        disk.prepare_segment("seg", SEGMENT_BYTES);
+        disk.prepare_segment("seg", SEGMENT_BYTES, true);
     }
     let seg = disk.create_segment("seg", SEGMENT_BYTES).expect("segment");
     (seg, dir)

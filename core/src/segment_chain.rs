@@ -21,13 +21,23 @@ pub(crate) struct SegmentChain<D: Disk> {
     disk: D,
     dir: String,
     segment_bytes: u64,
+    /// Whether the next segment is prepared with its head warmed
+    /// ([`Disk::prepare_segment`]).
+    warm_prepared: bool,
     segments: RwLock<BTreeMap<u64, Arc<D::Seg>>>,
 }
 
 impl<D: Disk> SegmentChain<D> {
     /// Opens every segment found under `dir`. A file whose size or name does
     /// not fit the chain is reported as corruption rather than ignored.
-    pub(crate) fn open(disk: D, dir: &str, segment_bytes: u64) -> Result<Self> {
+    /// `warm_prepared`: whether the segment prepared ahead of each roll has
+    /// its head warmed ([`Disk::prepare_segment`]).
+    pub(crate) fn open(
+        disk: D,
+        dir: &str,
+        segment_bytes: u64,
+        warm_prepared: bool,
+    ) -> Result<Self> {
         assert!(segment_bytes > 0, "invariant: segment size is positive");
         let mut segments = BTreeMap::new();
         let names = disk.list(dir).map_err(|e| Error::io("list", dir, e))?;
@@ -64,6 +74,7 @@ impl<D: Disk> SegmentChain<D> {
             disk,
             dir: dir.to_owned(),
             segment_bytes,
+            warm_prepared,
             segments: RwLock::new(segments),
         })
     }
@@ -133,8 +144,11 @@ impl<D: Disk> SegmentChain<D> {
         map.insert(start, Arc::clone(&seg));
         drop(map);
         let next = start + self.segment_bytes;
-        self.disk
-            .prepare_segment(&join(&self.dir, &segment_name(next)), self.segment_bytes);
+        self.disk.prepare_segment(
+            &join(&self.dir, &segment_name(next)),
+            self.segment_bytes,
+            self.warm_prepared,
+        );
         Ok(seg)
     }
 

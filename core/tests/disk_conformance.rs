@@ -125,7 +125,7 @@ fn list_is_sorted_and_skips_temp_files<D: Disk>(disk: &D) {
     }
     disk.create_segment("sorted/sub/x", PAGE_BYTES)
         .expect("create");
-    disk.prepare_segment("sorted/00300", PAGE_BYTES);
+    disk.prepare_segment("sorted/00300", PAGE_BYTES, true);
     block_on(disk.replace_atomically("sorted/meta", b"m")).expect("replace");
     assert_eq!(
         disk.list("sorted").expect("list"),
@@ -166,7 +166,7 @@ fn reopen_sees_written_data<D: Disk>(disk: &D) {
 }
 
 fn prepared_segment_is_created<D: Disk>(disk: &D) {
-    disk.prepare_segment("prep/00001", SEG_BYTES);
+    disk.prepare_segment("prep/00001", SEG_BYTES, true);
     let seg = disk
         .create_segment("prep/00001", SEG_BYTES)
         .expect("create");
@@ -175,7 +175,7 @@ fn prepared_segment_is_created<D: Disk>(disk: &D) {
     seg.write_at(0, b"x").expect("write");
     assert_eq!(disk.list("prep").expect("list"), ["00001"]);
     // A prepared size that does not match is not reused.
-    disk.prepare_segment("prep/00002", PAGE_BYTES);
+    disk.prepare_segment("prep/00002", PAGE_BYTES, true);
     let seg = disk
         .create_segment("prep/00002", SEG_BYTES)
         .expect("create");

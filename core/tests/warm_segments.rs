@@ -244,7 +244,7 @@ fn a_prepared_segment_has_just_its_head_warmed() {
         return;
     }
     let segment = 4 * WINDOW;
-    disk.prepare_segment("next", segment);
+    disk.prepare_segment("next", segment, true);
     // `create_segment` takes the preparation, waiting for it to finish.
     let seg = disk.create_segment("next", segment).expect("create");
     let path = dir.path().join("next");
@@ -257,6 +257,36 @@ fn a_prepared_segment_has_just_its_head_warmed() {
         !unwritten_within(&path, blocks(WINDOW), blocks(4 * WINDOW)).is_empty(),
         "the rest waits for the CommitLog's window (warming a whole \
          segment at every start cost seconds of CPU and its size in RSS)"
+    );
+    seg.write_at(segment - 8, b"tail").expect("write");
+    assert_eq!(&seg.slice(segment - 8, 4).expect("read")[..], b"tail");
+}
+
+#[test]
+fn a_segment_prepared_cold_is_allocated_but_not_warmed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = MmapDisk::new(dir.path()).expect("disk");
+    drop(disk.create_segment("probe", 1 << 20).expect("create"));
+    if !observable(&dir.path().join("probe")) {
+        return;
+    }
+    let segment = 4 * WINDOW;
+    disk.prepare_segment("next", segment, false);
+    let seg = disk.create_segment("next", segment).expect("create");
+    let path = dir.path().join("next");
+    let unwritten: u64 = unwritten_within(&path, 0, blocks(segment))
+        .iter()
+        .map(|&(start, len)| (start + len).min(blocks(segment)) - start)
+        .sum();
+    assert_eq!(
+        unwritten,
+        blocks(segment),
+        "an ASYNC_FLUSH log's next segment: every block still unwritten"
+    );
+    assert!(
+        cached_pages(&path, usize::try_from(WINDOW).expect("fits")) * 64
+            < usize::try_from(blocks(WINDOW)).expect("fits"),
+        "and its head not read into the page cache"
     );
     seg.write_at(segment - 8, b"tail").expect("write");
     assert_eq!(&seg.slice(segment - 8, 4).expect("read")[..], b"tail");

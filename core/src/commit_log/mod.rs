@@ -122,7 +122,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         warms_ahead: bool,
     ) -> Result<Self> {
         Ok(Self {
-            chain: SegmentChain::open(disk, dir, segment_bytes)?,
+            chain: SegmentChain::open(disk, dir, segment_bytes, warms_ahead)?,
             clock,
             writer: Mutex::new(Writer {
                 pos: 0,

@@ -78,7 +78,9 @@ impl<D: Disk> ConsumeQueue<D> {
         queue_id: i32,
         entries_per_segment: u64,
     ) -> Result<Self> {
-        let chain = SegmentChain::open(disk, dir, entries_per_segment * CQ_ENTRY_BYTES)?;
+        // Entries are stored through the mapping, a few bytes at a time, in
+        // either flush mode: the next segment comes warmed, as it always has.
+        let chain = SegmentChain::open(disk, dir, entries_per_segment * CQ_ENTRY_BYTES, true)?;
         // Retention removes whole segments from the front: the first one
         // left bounds the logical min from below.
         let min = chain.first_start().unwrap_or(0) / CQ_ENTRY_BYTES;

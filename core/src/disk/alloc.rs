@@ -114,9 +114,12 @@ pub(super) struct Mapped {
 pub(super) const PREPARED_WARM_BYTES: usize = 64 << 20;
 
 /// Creates `path` (which must not exist), allocates all `len` bytes so
-/// writes never hit a hole, syncs it, maps it, and warms its head (the
-/// first [`PREPARED_WARM_BYTES`]): its pages in the page cache and its
-/// extents converted, as RocketMQ's warmMappedFile does for a whole file.
+/// writes never hit a hole, syncs it, maps it, and with `warm_head` (a
+/// `SYNC_FLUSH` CommitLog's next segment) warms its head (the first
+/// [`PREPARED_WARM_BYTES`]): its pages in the page cache and its extents
+/// converted, as RocketMQ's warmMappedFile does for a whole file. An
+/// `ASYNC_FLUSH` log's segments come cold: warming would write 64 MiB of
+/// zeros per segment that no sync on the hot path waits for.
 /// (Records are written with `pwrite` since issue 20's "pwrite appends",
 /// so the pages' writable mapping serves only short stores.) Warming the
 /// whole segment here cost ~0.9 core for ~7 s on every fresh start (the
@@ -125,8 +128,16 @@ pub(super) const PREPARED_WARM_BYTES: usize = 64 << 20;
 /// single pages ~0.5 s) and kept the whole segment resident, mostly for
 /// bytes a store may not write for hours; the CommitLog's window warms the
 /// rest as it goes.
-pub(super) fn allocate(path: &Path, len: u64, map_len: usize) -> io::Result<Mapped> {
+pub(super) fn allocate(
+    path: &Path,
+    len: u64,
+    map_len: usize,
+    warm_head: bool,
+) -> io::Result<Mapped> {
     let mapped = allocate_cold(path, len, map_len)?;
+    if !warm_head {
+        return Ok(mapped);
+    }
     let end = PREPARED_WARM_BYTES.min(mapped.map.len());
     let mut off = 0;
     while off < end {

@@ -250,7 +250,7 @@ impl Disk for MmapDisk {
         Ok(self.segment(abs, mapped))
     }
 
-    fn prepare_segment(&self, path: &str, len: u64) {
+    fn prepare_segment(&self, path: &str, len: u64, warm_head: bool) {
         let (Ok(abs), Ok(map_len)) = (self.abs(path), check_len(len)) else {
             tracing::warn!(
                 path,
@@ -279,7 +279,7 @@ impl Disk for MmapDisk {
             let tmp = hidden(&abs, PREP_PREFIX);
             let result = ensure_dir(&root, parent(&abs))
                 .and_then(|()| remove_if_exists(&tmp))
-                .and_then(|()| allocate(&tmp, len, map_len));
+                .and_then(|()| allocate(&tmp, len, map_len, warm_head));
             let key = guard.key.take().expect("invariant: the job runs once");
             match result {
                 Ok(mapped) => guard.preps.finish(key, Prep::Ready { len, mapped }),

@@ -118,9 +118,11 @@ pub trait Disk: Clone + Send + Sync + 'static {
     fn create_segment(&self, path: &str, len: u64) -> io::Result<Self::Seg>;
 
     /// A hint that `create_segment(path, len)` will be called soon, so a
-    /// production disk can allocate and pre-fault it off the hot path.
-    fn prepare_segment(&self, path: &str, len: u64) {
-        let _ = (path, len);
+    /// production disk can allocate it off the hot path, and with
+    /// `warm_head` also warm its head as [`Segment::warm`] does (for a
+    /// segment that will be synced at every write).
+    fn prepare_segment(&self, path: &str, len: u64, warm_head: bool) {
+        let _ = (path, len, warm_head);
     }
 
     /// Opens an existing segment; `Ok(None)` when it does not exist.
