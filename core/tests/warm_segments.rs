@@ -64,6 +64,14 @@ fn unwritten_within(path: &Path, lo: u64, hi: u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// How many of blocks `[lo, hi)` of `path` are unwritten.
+fn unwritten_blocks(path: &Path, lo: u64, hi: u64) -> u64 {
+    unwritten_within(path, lo, hi)
+        .iter()
+        .map(|&(start, len)| (start + len).min(hi) - start.max(lo))
+        .sum()
+}
+
 /// Polls until blocks `[lo, hi)` of `path` hold no unwritten extent, and
 /// returns what is left there (empty on success).
 #[expect(
@@ -228,26 +236,44 @@ fn an_async_store_warms_nothing_ahead_of_its_writes() {
     // Past the first MiB (the record and what a background flush may have
     // converted around it) the window is still one unwritten stretch.
     let (lo, hi) = (blocks(1 << 20), blocks(WINDOW));
-    let unwritten: u64 = unwritten_within(&async_log, lo, hi)
-        .iter()
-        .map(|&(start, len)| (start + len).min(hi) - start.max(lo))
-        .sum();
-    assert_eq!(unwritten, hi - lo, "nothing ahead of the writer converted");
+    assert_eq!(
+        unwritten_blocks(&async_log, lo, hi),
+        hi - lo,
+        "nothing ahead of the writer converted"
+    );
 }
 
-#[test]
-fn a_prepared_segment_has_just_its_head_warmed() {
+/// A segment of four windows prepared (`warm_head` as given) and then
+/// created, which waits for the preparation: its directory, the segment
+/// and its path; `None` (said why) where extents cannot be seen.
+fn prepared_segment(
+    warm_head: bool,
+) -> Option<(tempfile::TempDir, <MmapDisk as Disk>::Seg, PathBuf)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
     drop(disk.create_segment("probe", 1 << 20).expect("create"));
     if !observable(&dir.path().join("probe")) {
-        return;
+        return None;
     }
-    let segment = 4 * WINDOW;
-    disk.prepare_segment("next", segment, true);
-    // `create_segment` takes the preparation, waiting for it to finish.
-    let seg = disk.create_segment("next", segment).expect("create");
+    disk.prepare_segment("next", 4 * WINDOW, warm_head);
+    let seg = disk.create_segment("next", 4 * WINDOW).expect("create");
     let path = dir.path().join("next");
+    Some((dir, seg, path))
+}
+
+/// Writes and reads back the segment's last bytes: a prepared segment is
+/// allocated to its full size, warmed or not.
+fn tail_round_trips(seg: &<MmapDisk as Disk>::Seg) {
+    let end = 4 * WINDOW;
+    seg.write_at(end - 8, b"tail").expect("write");
+    assert_eq!(&seg.slice(end - 8, 4).expect("read")[..], b"tail");
+}
+
+#[test]
+fn a_prepared_segment_has_just_its_head_warmed() {
+    let Some((_dir, seg, path)) = prepared_segment(true) else {
+        return;
+    };
     assert_eq!(
         unwritten_within(&path, 0, blocks(WINDOW)),
         vec![],
@@ -258,29 +284,17 @@ fn a_prepared_segment_has_just_its_head_warmed() {
         "the rest waits for the CommitLog's window (warming a whole \
          segment at every start cost seconds of CPU and its size in RSS)"
     );
-    seg.write_at(segment - 8, b"tail").expect("write");
-    assert_eq!(&seg.slice(segment - 8, 4).expect("read")[..], b"tail");
+    tail_round_trips(&seg);
 }
 
 #[test]
 fn a_segment_prepared_cold_is_allocated_but_not_warmed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let disk = MmapDisk::new(dir.path()).expect("disk");
-    drop(disk.create_segment("probe", 1 << 20).expect("create"));
-    if !observable(&dir.path().join("probe")) {
+    let Some((_dir, seg, path)) = prepared_segment(false) else {
         return;
-    }
-    let segment = 4 * WINDOW;
-    disk.prepare_segment("next", segment, false);
-    let seg = disk.create_segment("next", segment).expect("create");
-    let path = dir.path().join("next");
-    let unwritten: u64 = unwritten_within(&path, 0, blocks(segment))
-        .iter()
-        .map(|&(start, len)| (start + len).min(blocks(segment)) - start)
-        .sum();
+    };
     assert_eq!(
-        unwritten,
-        blocks(segment),
+        unwritten_blocks(&path, 0, blocks(4 * WINDOW)),
+        blocks(4 * WINDOW),
         "an ASYNC_FLUSH log's next segment: every block still unwritten"
     );
     assert!(
@@ -288,6 +302,5 @@ fn a_segment_prepared_cold_is_allocated_but_not_warmed() {
             < usize::try_from(blocks(WINDOW)).expect("fits"),
         "and its head not read into the page cache"
     );
-    seg.write_at(segment - 8, b"tail").expect("write");
-    assert_eq!(&seg.slice(segment - 8, 4).expect("read")[..], b"tail");
+    tail_round_trips(&seg);
 }
