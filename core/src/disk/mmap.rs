@@ -233,9 +233,10 @@ impl Disk for MmapDisk {
             // here made opening a store wait for a gigabyte of page faults
             // (~8 s in the 2 MiB folios readahead built then), and in the
             // background stalled the first seconds of service instead (when
-            // several nodes start at once). Later segments are prepared with
-            // their head warmed off the hot path. The CommitLog has the range
-            // ahead of its writes warmed (`Segment::warm`) as it goes.
+            // several nodes start at once). Later segments are prepared off
+            // the hot path, their head warmed only for a SYNC_FLUSH log, which
+            // also has the range ahead of its writes warmed (`Segment::warm`)
+            // as it goes.
             let tmp = hidden(&abs, NEW_PREFIX);
             remove_if_exists(&tmp)?;
             let mapped = allocate_cold(&tmp, len, map_len)?;

@@ -159,13 +159,13 @@ fn open_log<D: Disk, C: Clock>(
     let dir = join(&config.root, "commitlog");
     // A log synced at every write wants the blocks ahead of it real on
     // disk; one flushed in the background has no sync to protect.
-    let warm_ahead = config.flush_mode == FlushMode::Sync;
+    let warms_ahead = config.flush_mode == FlushMode::Sync;
     let log = CommitLog::open(
         disk.clone(),
         clock.clone(),
         &dir,
         config.commit_log_segment_bytes,
-        warm_ahead,
+        warms_ahead,
     )?;
     let log_min = log.min_offset().0;
     let Some(cp) = checkpoint else {
