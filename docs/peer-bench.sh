@@ -19,7 +19,8 @@
 #   ROUNDS     interleaved rounds (default 3)
 #   WORKLOADS  space-separated subset of: s1 s16 s64 b64x4 f1 f64 fb64x4 drain
 # Env: PEER_CONF (default ../shared/peer-bench/conf beside the repo), OUT (default ./peer-bench.out),
-#   FORCE=1 to run with the disk 65 % used or more
+#   FORCE=1 to run with the disk 65 % used or more, NO_TOUCH=1 to skip touching the
+#   free memory once before the first run
 #
 # Every run starts its broker on a fresh store, 1 KiB bodies, default
 # configs. Systems per round, in this order: peer (its defaults), peer-best
@@ -181,6 +182,19 @@ report() { # system workload round result...
   line="$1 $2 $3 $(cut -d' ' -f1 /proc/loadavg) ${*:4}"
   echo "$line" | tee -a "$out"
 }
+
+# A VM's memory costs several times more the first time the guest touches
+# a page (a host-side fault behind each one): on a fresh machine the first
+# runs' page cache would pay for it and later runs' would not, whichever
+# system they are. So touch most of the free memory once before the first
+# run (docs/benchmarks.md, 2026-12-06, tenth session). NO_TOUCH=1 skips it.
+if [ -z "${NO_TOUCH:-}" ]; then
+  avail_mb=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
+  touch_mb=$((avail_mb * 85 / 100))
+  echo "touching ${touch_mb} MiB of memory once" >&2
+  dd if=/dev/zero of=/dev/null bs="${touch_mb}M" count=1 iflag=fullblock status=none ||
+    echo "memory touch failed; runs on a fresh VM are biased against the first" >&2
+fi
 
 for round in $(seq 1 "$rounds"); do
   for w in $workloads; do
