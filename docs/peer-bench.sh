@@ -19,8 +19,8 @@
 #   ROUNDS     interleaved rounds (default 3)
 #   WORKLOADS  space-separated subset of: s1 s16 s64 b64x4 f1 f64 fb64x4 drain
 # Env: PEER_CONF (default ../shared/peer-bench/conf beside the repo), OUT (default ./peer-bench.out),
-#   FORCE=1 to run with the disk 65 % used or more, NO_TOUCH=1 to skip touching the
-#   free memory once before the first run
+#   FORCE=1 to run with the disk 65 % used or more, NO_TOUCH=1 to skip holding free page
+#   reporting off and touching the free memory once before the first run (see below)
 #
 # Every run starts its broker on a fresh store, 1 KiB bodies, default
 # configs. Systems per round, in this order: peer (its defaults), peer-best
@@ -184,10 +184,23 @@ report() { # system workload round result...
 }
 
 # A VM's memory costs several times more the first time the guest touches
-# a page (a host-side fault behind each one): on a fresh machine the first
-# runs' page cache would pay for it and later runs' would not, whichever
-# system they are. So touch most of the free memory once before the first
-# run (docs/benchmarks.md, 2026-12-06, tenth session). NO_TOUCH=1 skips it.
+# a page after the host took it back (a host-side fault behind each one).
+# This VM reports free pages to its host (virtio-balloon free page
+# reporting) as soon as they are free, so each run's page cache, freed when
+# its store is deleted, went back to the host, and the next run's writes
+# paid the faults again — a per-byte cost of the benchmark's churn, not of
+# either broker, that moved one build's b64x4 by 25 %. Where the kernel
+# lets root hold reporting off (this VM's page_reporting parameters), hold
+# freed pages back for 5 minutes while the script runs, and touch most of
+# the free memory once before the first run (docs/benchmarks.md,
+# 2026-12-06, tenth session). NO_TOUCH=1 skips both.
+reporting=/sys/module/page_reporting/parameters
+if [ -z "${NO_TOUCH:-}" ] && [ -w "$reporting/min_free_ms" ] && [ -w "$reporting/max_waiting_mib" ]; then
+  saved_min_free=$(cat "$reporting/min_free_ms") saved_waiting=$(cat "$reporting/max_waiting_mib")
+  trap 'echo "$saved_min_free" >"$reporting/min_free_ms"; echo "$saved_waiting" >"$reporting/max_waiting_mib"' EXIT
+  echo 300000 >"$reporting/min_free_ms" && echo 65536 >"$reporting/max_waiting_mib" &&
+    echo "free page reporting held off for 5 min (was min_free_ms=$saved_min_free max_waiting_mib=$saved_waiting)" >&2
+fi
 if [ -z "${NO_TOUCH:-}" ]; then
   avail_mb=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
   touch_mb=$((avail_mb * 85 / 100))
