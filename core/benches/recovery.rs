@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use sluice_core::disk::{Disk, MmapDisk};
+use sluice_core::disk::{Disk, MmapDisk, Prepare};
 use sluice_core::message::{keys, MessageInput, Properties, UniqKeyGenerator};
 use sluice_core::{MessageStore, StoreConfig, SystemClock};
 
@@ -71,7 +71,7 @@ fn open(root: &std::path::Path) -> (Store, MmapDisk) {
 fn stop(store: Store, disk: &MmapDisk) {
     pollster::block_on(store.shutdown()).expect("shutdown");
     drop(store);
-    disk.prepare_segment("fence", 4096, true);
+    disk.prepare_segment("fence", 4096, Prepare::Cold);
     disk.create_segment("fence", 4096).expect("fence segment");
     disk.remove("fence").expect("remove fence");
 }

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sluice_core::consume_queue::CqEntry;
-use sluice_core::disk::{Disk, MmapDisk, MmapSegment, Segment};
+use sluice_core::disk::{Disk, MmapDisk, MmapSegment, Prepare, Segment};
 use sluice_core::message::{keys, MessageInput, Properties, UniqKeyGenerator};
 use sluice_core::store::TagsFilter;
 use sluice_core::{
@@ -147,12 +147,16 @@ impl BenchStore {
         };
         let disk = MmapDisk::new(dir.path()).expect("disk");
         // The warm benches measure the steady state, in which every CommitLog
-        // segment was prepared ahead by the disk's allocator (its head warmed
+        // segment was prepared ahead by the disk's allocator (zero-filled
         // under SYNC_FLUSH). Only a fresh store's first segment is not (see
         // `MmapDisk::create_segment`), and every bench store is fresh, so
         // prepare that one too; opening the store waits for it.
-        let warm_head = flush_mode == FlushMode::Sync;
-        disk.prepare_segment(&format!("commitlog/{:020}", 0), SEGMENT_BYTES, warm_head);
+        let prepare = if flush_mode == FlushMode::Sync {
+            Prepare::ZeroFilled
+        } else {
+            Prepare::Cold
+        };
+        disk.prepare_segment(&format!("commitlog/{:020}", 0), SEGMENT_BYTES, prepare);
         let disk_handle = disk.clone();
         let store = pollster::block_on(MessageStore::open(disk, SystemClock::new(), cfg))
             .expect("store opens");
@@ -173,7 +177,7 @@ impl BenchStore {
     fn wait_for_allocator(&mut self) {
         self.fences += 1;
         let path = format!("bench/fence-{}", self.fences);
-        self.disk.prepare_segment(&path, 4096, false);
+        self.disk.prepare_segment(&path, 4096, Prepare::Cold);
         self.disk
             .create_segment(&path, 4096)
             .expect("fence segment");
@@ -415,7 +419,7 @@ fn fresh_segment(prefaulted: bool) -> (MmapSegment, tempfile::TempDir) {
         .expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
     if prefaulted {
-        disk.prepare_segment("seg", SEGMENT_BYTES, true);
+        disk.prepare_segment("seg", SEGMENT_BYTES, Prepare::WarmHead);
     }
     let seg = disk.create_segment("seg", SEGMENT_BYTES).expect("segment");
     (seg, dir)

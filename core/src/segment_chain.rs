@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
-use crate::disk::{Disk, Segment};
+use crate::disk::{Disk, Prepare, Segment};
 use crate::error::{Error, Result};
 use crate::offset::{parse_segment_name, segment_name};
 
@@ -21,23 +21,18 @@ pub(crate) struct SegmentChain<D: Disk> {
     disk: D,
     dir: String,
     segment_bytes: u64,
-    /// Whether the next segment is prepared with its head warmed
+    /// How the segment after the last is readied before each roll
     /// ([`Disk::prepare_segment`]).
-    warm_prepared: bool,
+    prepare: Prepare,
     segments: RwLock<BTreeMap<u64, Arc<D::Seg>>>,
 }
 
 impl<D: Disk> SegmentChain<D> {
     /// Opens every segment found under `dir`. A file whose size or name does
     /// not fit the chain is reported as corruption rather than ignored.
-    /// `warm_prepared`: whether the segment prepared ahead of each roll has
-    /// its head warmed ([`Disk::prepare_segment`]).
-    pub(crate) fn open(
-        disk: D,
-        dir: &str,
-        segment_bytes: u64,
-        warm_prepared: bool,
-    ) -> Result<Self> {
+    /// `prepare`: how the segment prepared ahead of each roll is readied
+    /// ([`Disk::prepare_segment`]).
+    pub(crate) fn open(disk: D, dir: &str, segment_bytes: u64, prepare: Prepare) -> Result<Self> {
         assert!(segment_bytes > 0, "invariant: segment size is positive");
         let mut segments = BTreeMap::new();
         let names = disk.list(dir).map_err(|e| Error::io("list", dir, e))?;
@@ -74,7 +69,7 @@ impl<D: Disk> SegmentChain<D> {
             disk,
             dir: dir.to_owned(),
             segment_bytes,
-            warm_prepared,
+            prepare,
             segments: RwLock::new(segments),
         })
     }
@@ -147,7 +142,7 @@ impl<D: Disk> SegmentChain<D> {
         self.disk.prepare_segment(
             &join(&self.dir, &segment_name(next)),
             self.segment_bytes,
-            self.warm_prepared,
+            self.prepare,
         );
         Ok(seg)
     }

@@ -7,10 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pollster::block_on;
-use sluice_core::disk::{Disk, MmapDisk, Segment};
+use sluice_core::disk::{Disk, MmapDisk, Prepare, Segment};
 use sluice_core::testing::{CrashWeights, SimDisk, SimDiskConfig, PAGE_BYTES, SECTOR_BYTES};
 
 const SEG_BYTES: u64 = 4 * PAGE_BYTES;
+/// [`SEG_BYTES`] as a length in memory (`PAGE_BYTES` is 4096).
+const SEG_LEN: usize = 4 * 4096;
+const _: () = assert!(SEG_LEN as u64 == SEG_BYTES);
 
 fn mmap_disk() -> (tempfile::TempDir, MmapDisk) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -125,7 +128,7 @@ fn list_is_sorted_and_skips_temp_files<D: Disk>(disk: &D) {
     }
     disk.create_segment("sorted/sub/x", PAGE_BYTES)
         .expect("create");
-    disk.prepare_segment("sorted/00300", PAGE_BYTES, true);
+    disk.prepare_segment("sorted/00300", PAGE_BYTES, Prepare::WarmHead);
     block_on(disk.replace_atomically("sorted/meta", b"m")).expect("replace");
     assert_eq!(
         disk.list("sorted").expect("list"),
@@ -166,20 +169,62 @@ fn reopen_sees_written_data<D: Disk>(disk: &D) {
 }
 
 fn prepared_segment_is_created<D: Disk>(disk: &D) {
-    disk.prepare_segment("prep/00001", SEG_BYTES, true);
-    let seg = disk
-        .create_segment("prep/00001", SEG_BYTES)
-        .expect("create");
-    assert_eq!(seg.size_bytes(), SEG_BYTES);
-    assert_eq!(&seg.slice(0, 16).expect("slice")[..], &[0; 16]);
-    seg.write_at(0, b"x").expect("write");
-    assert_eq!(disk.list("prep").expect("list"), ["00001"]);
-    // A prepared size that does not match is not reused.
-    disk.prepare_segment("prep/00002", PAGE_BYTES, true);
-    let seg = disk
-        .create_segment("prep/00002", SEG_BYTES)
-        .expect("create");
-    assert_eq!(seg.size_bytes(), SEG_BYTES);
+    for (dir, prepare) in [
+        ("prep-cold", Prepare::Cold),
+        ("prep-warm", Prepare::WarmHead),
+        ("prep-zero", Prepare::ZeroFilled),
+    ] {
+        let path = format!("{dir}/00001");
+        disk.prepare_segment(&path, SEG_BYTES, prepare);
+        let seg = disk.create_segment(&path, SEG_BYTES).expect("create");
+        assert_eq!(seg.size_bytes(), SEG_BYTES, "{prepare:?}");
+        assert!(
+            seg.slice(0, SEG_LEN)
+                .expect("slice")
+                .iter()
+                .all(|&b| b == 0),
+            "{prepare:?}: a prepared segment reads as zeros"
+        );
+        writes_in_order_keep_every_byte(&seg, prepare);
+        assert_eq!(disk.list(dir).expect("list"), ["00001"], "{prepare:?}");
+        // A prepared size that does not match is not reused.
+        let other = format!("{dir}/00002");
+        disk.prepare_segment(&other, PAGE_BYTES, prepare);
+        let seg = disk.create_segment(&other, SEG_BYTES).expect("create");
+        assert_eq!(seg.size_bytes(), SEG_BYTES, "{prepare:?}");
+    }
+}
+
+/// Appends as the CommitLog does (increasing offsets, short and long
+/// writes, across page boundaries, up to the segment's last byte) and
+/// checks every byte: what was written reads back, the rest stays zero.
+/// A zero-filled segment pads its writes to whole pages; the padding must
+/// never land on bytes written before, nor leave anything but zeros.
+fn writes_in_order_keep_every_byte(seg: &impl Segment, prepare: Prepare) {
+    let mut expect = vec![0u8; SEG_LEN];
+    let mut off = 0usize;
+    let mut n = 0u8;
+    for len in [5, 700, 3000, 600, 1, 5000, 513, 4096] {
+        n += 1;
+        let bytes = vec![n; len];
+        if n % 2 == 0 {
+            seg.write_at(off as u64, &bytes).expect("write_at");
+        } else {
+            seg.write_with(off as u64, len, &mut |buf| buf.copy_from_slice(&bytes))
+                .expect("write_with");
+        }
+        expect[off..off + len].copy_from_slice(&bytes);
+        off += len;
+    }
+    let last = SEG_LEN - 700;
+    seg.write_at(last as u64, &[9; 700]).expect("write the end");
+    expect[last..].fill(9);
+    let got = seg.slice(0, SEG_LEN).expect("slice");
+    let first_wrong = got.iter().zip(&expect).position(|(a, b)| a != b);
+    assert_eq!(
+        first_wrong, None,
+        "{prepare:?}: byte differs from what was written"
+    );
 }
 
 fn space_counts_segments<D: Disk>(disk: &D) {

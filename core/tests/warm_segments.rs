@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sluice_core::disk::{Disk, MmapDisk, Segment};
+use sluice_core::disk::{Disk, MmapDisk, Prepare, Segment};
 use sluice_core::{FlushMode, MessageStore, StoreConfig, SystemClock};
 use support::{block_on, msg};
 
@@ -243,11 +243,11 @@ fn an_async_store_warms_nothing_ahead_of_its_writes() {
     );
 }
 
-/// A segment of four windows prepared (`warm_head` as given) and then
+/// A segment of four windows prepared (as `prepare` says) and then
 /// created, which waits for the preparation: its directory, the segment
 /// and its path; `None` (said why) where extents cannot be seen.
 fn prepared_segment(
-    warm_head: bool,
+    prepare: Prepare,
 ) -> Option<(tempfile::TempDir, <MmapDisk as Disk>::Seg, PathBuf)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
@@ -255,7 +255,7 @@ fn prepared_segment(
     if !observable(&dir.path().join("probe")) {
         return None;
     }
-    disk.prepare_segment("next", 4 * WINDOW, warm_head);
+    disk.prepare_segment("next", 4 * WINDOW, prepare);
     let seg = disk.create_segment("next", 4 * WINDOW).expect("create");
     let path = dir.path().join("next");
     Some((dir, seg, path))
@@ -271,7 +271,7 @@ fn tail_round_trips(seg: &<MmapDisk as Disk>::Seg) {
 
 #[test]
 fn a_prepared_segment_has_just_its_head_warmed() {
-    let Some((_dir, seg, path)) = prepared_segment(true) else {
+    let Some((_dir, seg, path)) = prepared_segment(Prepare::WarmHead) else {
         return;
     };
     assert_eq!(
@@ -289,7 +289,7 @@ fn a_prepared_segment_has_just_its_head_warmed() {
 
 #[test]
 fn a_segment_prepared_cold_is_allocated_but_not_warmed() {
-    let Some((_dir, seg, path)) = prepared_segment(false) else {
+    let Some((_dir, seg, path)) = prepared_segment(Prepare::Cold) else {
         return;
     };
     assert_eq!(
@@ -303,4 +303,70 @@ fn a_segment_prepared_cold_is_allocated_but_not_warmed() {
         "and its head not read into the page cache"
     );
     tail_round_trips(&seg);
+}
+
+#[test]
+fn a_segment_prepared_zero_filled_is_written_whole_and_left_uncached() {
+    let Some((_dir, seg, path)) = prepared_segment(Prepare::ZeroFilled) else {
+        return;
+    };
+    assert_eq!(
+        unwritten_within(&path, 0, blocks(4 * WINDOW)),
+        vec![],
+        "a SYNC_FLUSH log's next segment: every block written before the \
+         roll, so no group commit in it waits for an extent conversion"
+    );
+    let len = usize::try_from(4 * WINDOW).expect("fits");
+    assert!(
+        cached_pages(&path, len) * 64 < len / 4096,
+        "written by direct I/O: not faulted into the page cache page by page"
+    );
+    // A short write in the middle of an uncached page, then one after it:
+    // the first pads its page with zeros, the second keeps its bytes.
+    seg.write_at(WINDOW + 100, &[7; 600]).expect("write");
+    seg.write_with(WINDOW + 700, 50, &mut |buf| buf.fill(8))
+        .expect("write_with");
+    let page = seg.slice(WINDOW, 4096).expect("read");
+    assert!(page[..100].iter().all(|&b| b == 0));
+    assert!(page[100..700].iter().all(|&b| b == 7));
+    assert!(page[700..750].iter().all(|&b| b == 8));
+    assert!(page[750..].iter().all(|&b| b == 0));
+    tail_round_trips(&seg);
+}
+
+#[test]
+fn a_sync_store_rolls_into_a_zero_filled_segment_and_warms_nothing_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = MmapDisk::new(dir.path()).expect("disk");
+    drop(disk.create_segment("probe", 1 << 20).expect("create"));
+    if !observable(&dir.path().join("probe")) {
+        return;
+    }
+    let cfg = StoreConfig {
+        flush_mode: FlushMode::Sync,
+        commit_log_segment_bytes: SEG_BYTES,
+        ..StoreConfig::for_tests()
+    };
+    let store = block_on(MessageStore::open(disk, SystemClock::new(), cfg)).expect("open");
+    // Past the first segment (created cold, warmed by the window) 1 MiB
+    // into the second, which the allocator zero-filled as the first filled.
+    let body = vec![b'z'; 64 << 10];
+    for _ in 0..(SEG_BYTES + (1 << 20)) / (64 << 10) {
+        block_on(store.put(msg("T", 0, &body, None, None), true)).expect("put");
+    }
+    let second = dir
+        .path()
+        .join("commitlog")
+        .join(format!("{SEG_BYTES:020}"));
+    assert_eq!(
+        unwritten_within(&second, 0, blocks(SEG_BYTES)),
+        vec![],
+        "the second segment was zero-filled before the roll"
+    );
+    let cached = cached_pages(&second, usize::try_from(SEG_BYTES).expect("fits"));
+    assert!(
+        cached * 4096 < 4 << 20,
+        "only what was appended there (≈ 1 MiB) is cached, no window \
+         warmed ahead of it: {cached} pages"
+    );
 }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use crate::clock::Clock;
-use crate::disk::Disk;
+use crate::disk::{Disk, Prepare};
 use crate::error::{Error, Result};
 use crate::message::record_seal::sealed_len;
 use crate::message::{
@@ -122,7 +122,17 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         warms_ahead: bool,
     ) -> Result<Self> {
         Ok(Self {
-            chain: SegmentChain::open(disk, dir, segment_bytes, warms_ahead)?,
+            chain: SegmentChain::open(
+                disk,
+                dir,
+                segment_bytes,
+                // A synced log's next segments come zero-filled on disk.
+                if warms_ahead {
+                    Prepare::ZeroFilled
+                } else {
+                    Prepare::Cold
+                },
+            )?,
             clock,
             writer: Mutex::new(Writer {
                 pos: 0,
@@ -272,7 +282,11 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     /// Keeps at least half of [`WARM_AHEAD_BYTES`] warmed ahead of the
     /// write position ([`crate::disk::Segment::warm`]), so group commits
     /// sync blocks that are already allocated on disk. A range in the next
-    /// segment is asked for once that segment exists.
+    /// segment is asked for once that segment exists. A segment prepared
+    /// [`Prepare::ZeroFilled`] needs none of it (the disk ignores the hint
+    /// there): this window serves the segments that were not, a fresh
+    /// store's first, those opened on a restart, and any whose zero fill
+    /// the filesystem refused.
     ///
     /// Only a `SYNC_FLUSH` log warms. An `ASYNC_FLUSH` log has no sync on
     /// its hot path to protect, and on a machine its producers share,

@@ -10,7 +10,7 @@ pub use table::ConsumeQueueTable;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::disk::Disk;
+use crate::disk::{Disk, Prepare};
 use crate::error::{Error, Result};
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::SegmentChain;
@@ -79,8 +79,15 @@ impl<D: Disk> ConsumeQueue<D> {
         entries_per_segment: u64,
     ) -> Result<Self> {
         // Entries are stored through the mapping, a few bytes at a time, in
-        // either flush mode: the next segment comes warmed, as it always has.
-        let chain = SegmentChain::open(disk, dir, entries_per_segment * CQ_ENTRY_BYTES, true)?;
+        // either flush mode: the next segment comes warmed, as it always has
+        // (zero-filled by direct I/O it would be uncached, and each page's
+        // first store would wait for a read from the disk).
+        let chain = SegmentChain::open(
+            disk,
+            dir,
+            entries_per_segment * CQ_ENTRY_BYTES,
+            Prepare::WarmHead,
+        )?;
         // Retention removes whole segments from the front: the first one
         // left bounds the logical min from below.
         let min = chain.first_start().unwrap_or(0) / CQ_ENTRY_BYTES;

@@ -22,7 +22,7 @@ use memmap2::MmapOptions;
 
 use super::alloc::{allocate, allocate_cold, Mapped};
 use super::check_path;
-use super::{Disk, DiskSpace};
+use super::{Disk, DiskSpace, Prepare};
 
 /// Largest file `read_small` will load; a limit checked before allocating.
 pub const SMALL_FILE_BYTES_MAX: u64 = 64 << 20;
@@ -251,7 +251,7 @@ impl Disk for MmapDisk {
         Ok(self.segment(abs, mapped))
     }
 
-    fn prepare_segment(&self, path: &str, len: u64, warm_head: bool) {
+    fn prepare_segment(&self, path: &str, len: u64, prepare: Prepare) {
         let (Ok(abs), Ok(map_len)) = (self.abs(path), check_len(len)) else {
             tracing::warn!(
                 path,
@@ -280,7 +280,7 @@ impl Disk for MmapDisk {
             let tmp = hidden(&abs, PREP_PREFIX);
             let result = ensure_dir(&root, parent(&abs))
                 .and_then(|()| remove_if_exists(&tmp))
-                .and_then(|()| allocate(&tmp, len, map_len, warm_head));
+                .and_then(|()| allocate(&tmp, len, map_len, prepare));
             let key = guard.key.take().expect("invariant: the job runs once");
             match result {
                 Ok(mapped) => guard.preps.finish(key, Prep::Ready { len, mapped }),
@@ -305,7 +305,15 @@ impl Disk for MmapDisk {
         let map_len = check_len(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{path} is empty")))?;
         let map = MmapOptions::new().len(map_len).map_raw(&file)?;
-        Ok(Some(self.segment(abs, Mapped { file, map })))
+        Ok(Some(self.segment(
+            abs,
+            // Unknown: a reopened segment may have been created cold.
+            Mapped {
+                file,
+                map,
+                zero_filled: false,
+            },
+        )))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {

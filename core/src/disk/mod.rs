@@ -105,6 +105,29 @@ fn check_write(size: u64, off: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// How [`Disk::prepare_segment`] readies a segment ahead of its use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prepare {
+    /// Allocated only (an `ASYNC_FLUSH` CommitLog: no sync on its hot path
+    /// waits for what the first writeback of a block costs).
+    Cold,
+    /// Allocated, with its head in the page cache and its head's blocks
+    /// written on disk (ConsumeQueue files: entries are stored through the
+    /// mapping a few bytes at a time).
+    WarmHead,
+    /// Every block written with zeros on disk before the segment is handed
+    /// out, by direct I/O, so nothing of it is cached (a `SYNC_FLUSH`
+    /// CommitLog): each sync of it writes data only, and no thread faults
+    /// its pages in ahead of the writer. Where direct I/O is refused (e.g.
+    /// tmpfs), the disk falls back to [`Prepare::WarmHead`].
+    ///
+    /// Contract: on such a segment a write may also zero the rest of the
+    /// page it ends in (so that the kernel never reads a page from disk to
+    /// complete a partial write), so it must be written in increasing
+    /// offset order with nothing stored after the write position.
+    ZeroFilled,
+}
+
 /// A directory of segments and small metadata files. Paths are relative to
 /// the disk's root and use `/` as separator.
 pub trait Disk: Clone + Send + Sync + 'static {
@@ -118,11 +141,10 @@ pub trait Disk: Clone + Send + Sync + 'static {
     fn create_segment(&self, path: &str, len: u64) -> io::Result<Self::Seg>;
 
     /// A hint that `create_segment(path, len)` will be called soon, so a
-    /// production disk can allocate it off the hot path, and with
-    /// `warm_head` also warm its head as [`Segment::warm`] does (for a
-    /// segment that will be synced at every write).
-    fn prepare_segment(&self, path: &str, len: u64, warm_head: bool) {
-        let _ = (path, len, warm_head);
+    /// production disk can allocate it off the hot path and ready it as
+    /// `prepare` says. The default does nothing.
+    fn prepare_segment(&self, path: &str, len: u64, prepare: Prepare) {
+        let _ = (path, len, prepare);
     }
 
     /// Opens an existing segment; `Ok(None)` when it does not exist.

@@ -14,6 +14,15 @@
 //! Small writes (ConsumeQueue entries, index slots: many to a page) still
 //! store through the mapping, where a syscall each would cost more than the
 //! page's one shootdown.
+//!
+//! A segment zero-filled on disk ([`crate::disk::Prepare::ZeroFilled`])
+//! has none of its pages cached, and its blocks are written extents: a
+//! `pwrite` covering part of such a page makes the kernel read the page
+//! from the disk first, in the writer's call. Each `pwrite` into it is
+//! therefore padded with zeros to the end of its last page (the bytes the
+//! disk already holds there), so that page is overwritten whole; the next
+//! write starts in a page this one left cached. Measured: 64 sync senders
+//! of 1 KiB fell from 52 k to 29 k msg/s without the padding.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -38,6 +47,9 @@ const FILE_WRITE_MIN_BYTES: usize = 512;
 /// not kept for the next record.
 const STAGE_KEEP_BYTES: usize = 1 << 20;
 
+/// A zero-filled segment's writes are padded to a multiple of this.
+const PAGE_BYTES: usize = 4096;
+
 /// A mapped segment file. Clones are cheap and share the mapping, the file
 /// and the staging buffer.
 ///
@@ -54,6 +66,9 @@ pub struct MmapSegment {
     path: PathBuf,
     sync_jobs: mpsc::Sender<Job>,
     alloc_jobs: mpsc::Sender<Job>,
+    /// Zero-filled on disk when prepared: writes are padded to whole pages
+    /// and warming is skipped (see the module doc).
+    zero_filled: bool,
 }
 
 impl std::fmt::Debug for MmapSegment {
@@ -74,6 +89,7 @@ impl MmapSegment {
     ) -> Self {
         Self {
             size_bytes: mapped.map.len() as u64,
+            zero_filled: mapped.zero_filled,
             map: Arc::new(mapped.map),
             file: Arc::new(mapped.file),
             stage: Arc::default(),
@@ -81,6 +97,40 @@ impl MmapSegment {
             sync_jobs,
             alloc_jobs,
         }
+    }
+
+    /// Fills `len` bytes of the staging buffer and writes them at `off` with
+    /// one `pwrite`; on a zero-filled segment, zeros to the end of the last
+    /// page go with them (see the module doc). `[off, off + len)` is
+    /// inside the segment.
+    fn pwrite_staged(
+        &self,
+        off: usize,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+    ) -> io::Result<()> {
+        let end = off + len;
+        let padded_end = if self.zero_filled {
+            end.next_multiple_of(PAGE_BYTES).min(self.map.len())
+        } else {
+            end
+        };
+        let total = padded_end - off;
+        let mut stage = self.stage.lock().unwrap_or_else(PoisonError::into_inner);
+        // Grown, never cleared: `fill` writes every byte it is given (the
+        // trait's contract), so zeroing a batch's run of records first
+        // would only be a second pass over up to a MiB.
+        if stage.len() < total {
+            stage.resize(total, 0);
+        }
+        let (run, pad) = stage[..total].split_at_mut(len);
+        fill(run);
+        pad.fill(0);
+        let written = self.file.write_all_at(&stage[..total], off as u64);
+        if stage.capacity() > STAGE_KEEP_BYTES {
+            *stage = Vec::new();
+        }
+        written
     }
 
     /// Checks `[off, off + len)` lies inside the mapping and returns `off`
@@ -129,6 +179,9 @@ impl Segment for MmapSegment {
     fn write_at(&self, off: u64, buf: &[u8]) -> io::Result<()> {
         let (off, len) = self.range(off, buf.len() as u64)?;
         if len >= FILE_WRITE_MIN_BYTES {
+            if self.zero_filled {
+                return self.pwrite_staged(off, len, &mut |run| run.copy_from_slice(buf));
+            }
             return self.file.write_all_at(buf, off as u64);
         }
         // SAFETY: the destination `[off, off + len)` is inside the mapping
@@ -144,20 +197,7 @@ impl Segment for MmapSegment {
     /// (see the module doc for why not in place in the mapping).
     fn write_with(&self, off: u64, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> io::Result<()> {
         let (off, len) = self.range(off, len as u64)?;
-        let mut stage = self.stage.lock().unwrap_or_else(PoisonError::into_inner);
-        // Grown, never cleared: `fill` writes every byte it is given (the
-        // trait's contract), so zeroing a batch's run of records first
-        // would only be a second pass over up to a MiB.
-        if stage.len() < len {
-            stage.resize(len, 0);
-        }
-        let stage_run = &mut stage[..len];
-        fill(stage_run);
-        let written = self.file.write_all_at(stage_run, off as u64);
-        if stage.capacity() > STAGE_KEEP_BYTES {
-            *stage = Vec::new();
-        }
-        written
+        self.pwrite_staged(off, len, fill)
     }
 
     fn slice(&self, off: u64, len: usize) -> io::Result<Bytes> {
@@ -194,6 +234,10 @@ impl Segment for MmapSegment {
     /// Queues the warming on the allocator thread; it stops early if the
     /// segment is dropped. A range outside the segment is ignored.
     fn warm(&self, off: u64, len: u64) {
+        if self.zero_filled {
+            // Its blocks are already written on disk.
+            return;
+        }
         let Ok((off, len)) = self.range(off, len) else {
             return;
         };

@@ -7,7 +7,7 @@ use crate::disk::Segment;
 fn unclaimed_preparation_leaves_only_a_hidden_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
-    disk.prepare_segment("log/00001", 8192, true);
+    disk.prepare_segment("log/00001", 8192, Prepare::WarmHead);
     // Claiming waits for the allocator; use a different name to observe
     // the unclaimed one after it finished.
     disk.create_segment("log/00000", 8192).expect("create");
@@ -23,7 +23,7 @@ fn unclaimed_preparation_leaves_only_a_hidden_file() {
 fn prepared_segment_is_claimed_without_reallocating() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
-    disk.prepare_segment("s", 4096, true);
+    disk.prepare_segment("s", 4096, Prepare::ZeroFilled);
     let seg = disk.create_segment("s", 4096).expect("create");
     seg.write_at(0, b"abc").expect("write");
     assert!(!dir.path().join(".prep-s").exists());
@@ -38,9 +38,9 @@ fn prepared_segment_is_claimed_without_reallocating() {
 fn dropping_the_disk_deletes_unclaimed_preparations() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = MmapDisk::new(dir.path()).expect("disk");
-    disk.prepare_segment("s", 4096, true);
+    disk.prepare_segment("s", 4096, Prepare::ZeroFilled);
     // Wait for the allocator by claiming a sibling's turn after it.
-    disk.prepare_segment("t", 4096, true);
+    disk.prepare_segment("t", 4096, Prepare::WarmHead);
     drop(disk.create_segment("t", 4096).expect("create"));
     assert!(dir.path().join(".prep-s").exists());
     drop(disk);
