@@ -6,8 +6,8 @@
 # Usage: docs/peer-bench.sh PEER_ROOT PEERDRV SLUICE_NODE SLUICE [ROUNDS] [WORKLOADS]
 #   (NULL_BROKER=path of `cargo build --release -p sluice-net --example null_broker`
 #    adds the driver-bound ceiling: peerdrv against a broker that stores nothing,
-#    and for b64x4 the page-cache ceiling: the same broker appending each body
-#    to a file, `null_broker --append`; for f1 the SYNC_FLUSH ceiling: the same
+#    and for s16 and b64x4 the page-cache ceiling: the same broker appending each
+#    body to a file, `null_broker --append`; for f1 the SYNC_FLUSH ceiling: the same
 #    broker writing each body and calling fdatasync before it answers,
 #    `null_broker --sync`; for drain and push, the same broker
 #    serving a backlog of 1 M messages from memory, `null_broker --backlog`)
@@ -220,7 +220,7 @@ for round in $(seq 1 "$rounds"); do
     esac
     systems="peer peer-best sluice sluice-bench"
     case $w in s1 | s16 | s64 | b64x4 | drain) [ -n "${NULL_BROKER:-}" ] && systems="$systems null" ;; esac
-    [ "$w" = b64x4 ] && [ -n "${NULL_BROKER:-}" ] && systems="$systems null-append"
+    case $w in s16 | b64x4) [ -n "${NULL_BROKER:-}" ] && systems="$systems null-append" ;; esac
     [ "$w" = f1 ] && [ -n "${NULL_BROKER:-}" ] && systems="$systems null-sync"
     for system in $systems; do
       case $system in
