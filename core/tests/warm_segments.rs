@@ -104,6 +104,18 @@ fn cached_pages(path: &Path, len: usize) -> usize {
     vec.iter().filter(|b| **b & 1 != 0).count()
 }
 
+/// Asserts that under 1/64 of the pages of `path`'s first `bytes` are in
+/// the page cache: nothing was read or faulted in ahead.
+fn assert_barely_cached(path: &Path, bytes: u64, what: &str) {
+    let len = usize::try_from(bytes).expect("fits");
+    let cached = cached_pages(path, len);
+    assert!(
+        cached * 64 < len / 4096,
+        "{what}: {cached} of {} pages cached",
+        len / 4096
+    );
+}
+
 /// File blocks of 4 KiB in `bytes`.
 const fn blocks(bytes: u64) -> u64 {
     bytes / 4096
@@ -226,13 +238,7 @@ fn an_async_store_warms_nothing_ahead_of_its_writes() {
         vec![],
         "the SYNC_FLUSH store's window is converted"
     );
-    let window = usize::try_from(WINDOW).expect("fits");
-    let cached = cached_pages(&async_log, window);
-    assert!(
-        cached * 64 < window / 4096,
-        "the async window is not read ahead: {cached} of {} pages cached",
-        window / 4096
-    );
+    assert_barely_cached(&async_log, WINDOW, "the async window is not read ahead");
     // Past the first MiB (the record and what a background flush may have
     // converted around it) the window is still one unwritten stretch.
     let (lo, hi) = (blocks(1 << 20), blocks(WINDOW));
@@ -297,11 +303,7 @@ fn a_segment_prepared_cold_is_allocated_but_not_warmed() {
         blocks(4 * WINDOW),
         "an ASYNC_FLUSH log's next segment: every block still unwritten"
     );
-    assert!(
-        cached_pages(&path, usize::try_from(WINDOW).expect("fits")) * 64
-            < usize::try_from(blocks(WINDOW)).expect("fits"),
-        "and its head not read into the page cache"
-    );
+    assert_barely_cached(&path, WINDOW, "and its head not read into the page cache");
     tail_round_trips(&seg);
 }
 
@@ -316,10 +318,10 @@ fn a_segment_prepared_zero_filled_is_written_whole_and_left_uncached() {
         "a SYNC_FLUSH log's next segment: every block written before the \
          roll, so no group commit in it waits for an extent conversion"
     );
-    let len = usize::try_from(4 * WINDOW).expect("fits");
-    assert!(
-        cached_pages(&path, len) * 64 < len / 4096,
-        "written by direct I/O: not faulted into the page cache page by page"
+    assert_barely_cached(
+        &path,
+        4 * WINDOW,
+        "written by direct I/O: not faulted into the page cache page by page",
     );
     // A short write in the middle of an uncached page, then one after it:
     // the first pads its page with zeros, the second keeps its bytes.
