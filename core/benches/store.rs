@@ -150,13 +150,18 @@ impl BenchStore {
         // segment was prepared ahead by the disk's allocator (zero-filled
         // under SYNC_FLUSH). Only a fresh store's first segment is not (see
         // `MmapDisk::create_segment`), and every bench store is fresh, so
-        // prepare that one too; opening the store waits for it.
+        // prepare that one too, and wait for it (claiming a segment whose
+        // zero fill still runs would stop the fill): the allocator runs jobs
+        // in order, so a fence prepared after it is ready once it is.
         let prepare = if flush_mode == FlushMode::Sync {
             Prepare::ZeroFilled
         } else {
             Prepare::Cold
         };
         disk.prepare_segment(&format!("commitlog/{:020}", 0), SEGMENT_BYTES, prepare);
+        disk.prepare_segment("fence", 4096, Prepare::Cold);
+        drop(disk.create_segment("fence", 4096).expect("fence segment"));
+        disk.remove("fence").expect("remove fence");
         let disk_handle = disk.clone();
         let store = pollster::block_on(MessageStore::open(disk, SystemClock::new(), cfg))
             .expect("store opens");

@@ -176,6 +176,13 @@ fn prepared_segment_is_created<D: Disk>(disk: &D) {
     ] {
         let path = format!("{dir}/00001");
         disk.prepare_segment(&path, SEG_BYTES, prepare);
+        // Let the preparation finish before claiming it (claiming stops a
+        // zero fill still running; the stopped case is a unit test of
+        // `MmapDisk`): jobs run in order, so a fence prepared after it is
+        // ready once it is.
+        let fence = format!("{dir}-fence/f");
+        disk.prepare_segment(&fence, PAGE_BYTES, Prepare::Cold);
+        drop(disk.create_segment(&fence, PAGE_BYTES).expect("fence"));
         let seg = disk.create_segment(&path, SEG_BYTES).expect("create");
         assert_eq!(seg.size_bytes(), SEG_BYTES, "{prepare:?}");
         assert!(

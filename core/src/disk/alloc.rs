@@ -40,6 +40,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 
 use memmap2::{Advice, MmapOptions, MmapRaw, UncheckedAdvice};
@@ -119,9 +120,10 @@ fn warm_chunk(map: &MmapRaw, off: usize, end: usize) -> io::Result<usize> {
 pub(super) struct Mapped {
     pub(super) file: File,
     pub(super) map: MmapRaw,
-    /// Every block was written with zeros by [`allocate`]
-    /// ([`Prepare::ZeroFilled`]); `false` where unknown.
-    pub(super) zero_filled: bool,
+    /// Every block below this offset was written with zeros by
+    /// [`allocate`] ([`Prepare::ZeroFilled`]; all of it unless stopped
+    /// early); 0 where unknown.
+    pub(super) zero_filled_to: usize,
 }
 
 /// Bytes at the head of a prepared segment that [`allocate`] warms: what
@@ -137,8 +139,9 @@ pub(super) const PREPARED_WARM_BYTES: usize = 64 << 20;
 /// extents converted, as RocketMQ's warmMappedFile does for a whole file.
 /// [`Prepare::ZeroFilled`] (a `SYNC_FLUSH` CommitLog's next segment)
 /// writes zeros over all of it instead ([`zero_fill`]), or warms the head
-/// where that fails. An `ASYNC_FLUSH` log's segments come cold: nothing
-/// would wait for what preparing them costs.
+/// where that fails; `stop` set ends the zero fill early, at a step's end.
+/// An `ASYNC_FLUSH` log's segments come cold: nothing would wait for what
+/// preparing them costs.
 /// (Records are written with `pwrite` since issue 20's "pwrite appends",
 /// so the pages' writable mapping serves only short stores.) Warming the
 /// whole segment here cost ~0.9 core for ~7 s on every fresh start (the
@@ -152,18 +155,22 @@ pub(super) fn allocate(
     len: u64,
     map_len: usize,
     prepare: Prepare,
+    stop: &AtomicBool,
 ) -> io::Result<Mapped> {
     let mut mapped = allocate_cold(path, len, map_len)?;
     match prepare {
         Prepare::Cold => {}
         Prepare::WarmHead => warm_head(&mapped),
-        Prepare::ZeroFilled => match zero_fill(path, &mapped.file, map_len) {
-            Ok(()) => mapped.zero_filled = true,
-            Err(err) => {
-                tracing::debug!(%err, "zero-filling a prepared segment failed; warming its head");
-                warm_head(&mapped);
+        Prepare::ZeroFilled => {
+            let mut filled_to = 0;
+            match zero_fill(path, &mapped.file, map_len, stop, &mut filled_to) {
+                Ok(()) => mapped.zero_filled_to = filled_to,
+                Err(err) => {
+                    tracing::debug!(%err, "zero-filling a prepared segment failed; warming its head");
+                    warm_head(&mapped);
+                }
             }
-        },
+        }
     }
     Ok(mapped)
 }
@@ -180,8 +187,16 @@ const DIRECT_ALIGN: usize = 4096;
 /// disk and none of it is left in the page cache. On this project's VM a
 /// GiB took 0.5 s and 0.1 s of CPU (`dd oflag=direct`), where warming it
 /// page by page took seconds of CPU. A tail shorter than [`DIRECT_ALIGN`]
-/// is written through the page cache.
-fn zero_fill(path: &Path, file: &File, len: usize) -> io::Result<()> {
+/// is written through the page cache. Once `stop` is set it stops at the
+/// end of a step and syncs what it wrote. `filled_to` ends as the offset
+/// below which every byte is written and synced (`len` when complete).
+fn zero_fill(
+    path: &Path,
+    file: &File,
+    len: usize,
+    stop: &AtomicBool,
+    filled_to: &mut usize,
+) -> io::Result<()> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
 
     let direct = OpenOptions::new()
@@ -196,16 +211,19 @@ fn zero_fill(path: &Path, file: &File, len: usize) -> io::Result<()> {
         .ok_or_else(|| invalid("no aligned buffer for direct writes".to_owned()))?;
     let aligned = len - len % DIRECT_ALIGN;
     let mut off = 0;
-    while off < aligned {
+    while off < aligned && !stop.load(Ordering::Relaxed) {
         let n = (aligned - off).min(ZERO_FILL_STEP);
         direct.write_all_at(&zeros[..n], off as u64)?;
         off += n;
     }
-    if aligned < len {
+    if off == aligned && aligned < len {
         // Less than `DIRECT_ALIGN` bytes.
         file.write_all_at(&zeros[..len - aligned], aligned as u64)?;
+        off = len;
     }
-    file.sync_data()
+    file.sync_data()?;
+    *filled_to = off;
+    Ok(())
 }
 
 /// Warms the head of a prepared segment (see [`allocate`]).
@@ -238,7 +256,7 @@ pub(super) fn allocate_cold(path: &Path, len: u64, map_len: usize) -> io::Result
         Ok(map) => Ok(Mapped {
             file,
             map,
-            zero_filled: false,
+            zero_filled_to: 0,
         }),
         Err(err) => {
             // Best effort: the caller reports the first error, not this one.

@@ -13,6 +13,7 @@ use std::io::{self, Write};
 use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
@@ -43,8 +44,13 @@ type Job = Box<dyn FnOnce() + Send>;
 
 /// State of a segment handed to the allocator thread.
 enum Prep {
-    Pending,
-    Ready { len: u64, mapped: Mapped },
+    /// Being allocated; setting the flag stops a zero fill early (see
+    /// [`Preps::take`]).
+    Pending(Arc<AtomicBool>),
+    Ready {
+        len: u64,
+        mapped: Mapped,
+    },
     Failed,
 }
 
@@ -67,9 +73,15 @@ impl Preps {
 
     /// Takes the finished preparation for `path`, waiting if it is still
     /// being allocated: the work is half done, redoing it would be slower.
+    /// A zero fill still running is told to stop first, so the writer
+    /// waits for one step of it, not for the rest of a GiB on a disk its
+    /// own writes keep busy (the segment then comes partly zero-filled).
     fn take(&self, path: &str) -> Option<Prep> {
         let mut map = self.lock();
-        while matches!(map.get(path), Some(Prep::Pending)) {
+        if let Some(Prep::Pending(stop)) = map.get(path) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        while matches!(map.get(path), Some(Prep::Pending(_))) {
             map = self.done.wait(map).unwrap_or_else(PoisonError::into_inner);
         }
         map.remove(path)
@@ -222,7 +234,7 @@ impl Disk for MmapDisk {
                 remove_if_exists(&hidden(&abs, PREP_PREFIX))?;
                 None
             }
-            Some(Prep::Pending | Prep::Failed) | None => None,
+            Some(Prep::Pending(_) | Prep::Failed) | None => None,
         };
         let (tmp, mapped) = if let Some(mapped) = prepared {
             (hidden(&abs, PREP_PREFIX), mapped)
@@ -260,12 +272,13 @@ impl Disk for MmapDisk {
             );
             return;
         };
+        let stop = Arc::new(AtomicBool::new(false));
         {
             let mut preps = self.inner.preps.lock();
             if preps.contains_key(path) || abs.symlink_metadata().is_ok() {
                 return;
             }
-            preps.insert(path.to_owned(), Prep::Pending);
+            preps.insert(path.to_owned(), Prep::Pending(Arc::clone(&stop)));
         }
         // If the job panics, or is dropped unrun because the allocator
         // stopped, the guard marks the preparation failed so that
@@ -280,7 +293,7 @@ impl Disk for MmapDisk {
             let tmp = hidden(&abs, PREP_PREFIX);
             let result = ensure_dir(&root, parent(&abs))
                 .and_then(|()| remove_if_exists(&tmp))
-                .and_then(|()| allocate(&tmp, len, map_len, prepare));
+                .and_then(|()| allocate(&tmp, len, map_len, prepare, &stop));
             let key = guard.key.take().expect("invariant: the job runs once");
             match result {
                 Ok(mapped) => guard.preps.finish(key, Prep::Ready { len, mapped }),
@@ -311,7 +324,7 @@ impl Disk for MmapDisk {
             Mapped {
                 file,
                 map,
-                zero_filled: false,
+                zero_filled_to: 0,
             },
         )))
     }

@@ -15,8 +15,9 @@
 //! store through the mapping, where a syscall each would cost more than the
 //! page's one shootdown.
 //!
-//! A segment zero-filled on disk ([`crate::disk::Prepare::ZeroFilled`])
-//! has none of its pages cached, and its blocks are written extents: a
+//! A segment zero-filled on disk ([`crate::disk::Prepare::ZeroFilled`];
+//! or its head, when the writer needed it before the fill was done)
+//! has none of its pages cached there, and its blocks are written extents: a
 //! `pwrite` covering part of such a page makes the kernel read the page
 //! from the disk first, in the writer's call. Each `pwrite` into it is
 //! therefore padded with zeros to the end of its last page (the bytes the
@@ -66,9 +67,11 @@ pub struct MmapSegment {
     path: PathBuf,
     sync_jobs: mpsc::Sender<Job>,
     alloc_jobs: mpsc::Sender<Job>,
-    /// Zero-filled on disk when prepared: writes are padded to whole pages
-    /// and warming is skipped (see the module doc).
-    zero_filled: bool,
+    /// Bytes below this were zero-filled on disk when prepared (all of
+    /// them unless the fill was stopped early; 0: none): writes ending
+    /// there are padded to whole pages and warming skips them (see the
+    /// module doc).
+    zero_filled_to: usize,
 }
 
 impl std::fmt::Debug for MmapSegment {
@@ -89,7 +92,7 @@ impl MmapSegment {
     ) -> Self {
         Self {
             size_bytes: mapped.map.len() as u64,
-            zero_filled: mapped.zero_filled,
+            zero_filled_to: mapped.zero_filled_to,
             map: Arc::new(mapped.map),
             file: Arc::new(mapped.file),
             stage: Arc::default(),
@@ -110,7 +113,8 @@ impl MmapSegment {
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> io::Result<()> {
         let end = off + len;
-        let padded_end = if self.zero_filled {
+        // The page the write ends in lies in the zero-filled part: pad it.
+        let padded_end = if end - end % PAGE_BYTES < self.zero_filled_to {
             end.next_multiple_of(PAGE_BYTES).min(self.map.len())
         } else {
             end
@@ -131,6 +135,12 @@ impl MmapSegment {
             *stage = Vec::new();
         }
         written
+    }
+
+    /// Bytes below which the segment was zero-filled when prepared.
+    #[cfg(test)]
+    pub(super) fn zero_filled_to(&self) -> usize {
+        self.zero_filled_to
     }
 
     /// Checks `[off, off + len)` lies inside the mapping and returns `off`
@@ -179,7 +189,7 @@ impl Segment for MmapSegment {
     fn write_at(&self, off: u64, buf: &[u8]) -> io::Result<()> {
         let (off, len) = self.range(off, buf.len() as u64)?;
         if len >= FILE_WRITE_MIN_BYTES {
-            if self.zero_filled {
+            if self.zero_filled_to > 0 {
                 return self.pwrite_staged(off, len, &mut |run| run.copy_from_slice(buf));
             }
             return self.file.write_all_at(buf, off as u64);
@@ -232,15 +242,18 @@ impl Segment for MmapSegment {
     }
 
     /// Queues the warming on the allocator thread; it stops early if the
-    /// segment is dropped. A range outside the segment is ignored.
+    /// segment is dropped. A range outside the segment is ignored, and so
+    /// is its zero-filled part (already written on disk).
     fn warm(&self, off: u64, len: u64) {
-        if self.zero_filled {
-            // Its blocks are already written on disk.
-            return;
-        }
         let Ok((off, len)) = self.range(off, len) else {
             return;
         };
+        let end = off + len;
+        let off = off.max(self.zero_filled_to);
+        if off >= end {
+            return;
+        }
+        let len = end - off;
         let map = Arc::downgrade(&self.map);
         let _ = self.alloc_jobs.send(Box::new(move || {
             alloc::warm_while_alive(&map, off, len);
