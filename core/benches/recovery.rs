@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use sluice_core::disk::{Disk, MmapDisk, Prepare};
+use sluice_core::disk::MmapDisk;
 use sluice_core::message::{keys, MessageInput, Properties, UniqKeyGenerator};
 use sluice_core::{MessageStore, StoreConfig, SystemClock};
 
@@ -66,14 +66,11 @@ fn open(root: &std::path::Path) -> (Store, MmapDisk) {
 /// Stops the store cleanly and waits until the disk's allocator thread is
 /// idle: opening queues the preparation of the next segment, which must
 /// neither run into the next timed open nor write into the temporary
-/// directory after it is deleted. The allocator runs jobs in order, and
-/// creating a path it is preparing waits for it.
+/// directory after it is deleted.
 fn stop(store: Store, disk: &MmapDisk) {
     pollster::block_on(store.shutdown()).expect("shutdown");
     drop(store);
-    disk.prepare_segment("fence", 4096, Prepare::Cold);
-    disk.create_segment("fence", 4096).expect("fence segment");
-    disk.remove("fence").expect("remove fence");
+    disk.wait_for_allocator();
 }
 
 /// A producer-like 1 KiB message: TAGS, two KEYS and a fresh `UNIQ_KEY`.

@@ -123,7 +123,6 @@ impl Stopwatch {
 struct BenchStore {
     store: Arc<Store>,
     disk: MmapDisk,
-    fences: u32,
     _dir: tempfile::TempDir,
 }
 
@@ -151,41 +150,29 @@ impl BenchStore {
         // under SYNC_FLUSH). Only a fresh store's first segment is not (see
         // `MmapDisk::create_segment`), and every bench store is fresh, so
         // prepare that one too, and wait for it (claiming a segment whose
-        // zero fill still runs would stop the fill): the allocator runs jobs
-        // in order, so a fence prepared after it is ready once it is.
+        // zero fill still runs would stop the fill).
         let prepare = if flush_mode == FlushMode::Sync {
             Prepare::ZeroFilled
         } else {
             Prepare::Cold
         };
         disk.prepare_segment(&format!("commitlog/{:020}", 0), SEGMENT_BYTES, prepare);
-        disk.prepare_segment("fence", 4096, Prepare::Cold);
-        drop(disk.create_segment("fence", 4096).expect("fence segment"));
-        disk.remove("fence").expect("remove fence");
+        disk.wait_for_allocator();
         let disk_handle = disk.clone();
         let store = pollster::block_on(MessageStore::open(disk, SystemClock::new(), cfg))
             .expect("store opens");
         Self {
             store: Arc::new(store),
             disk: disk_handle,
-            fences: 0,
             _dir: dir,
         }
     }
 
     /// Waits until the disk's allocator thread is idle, so that preparing
     /// the next segment (a 256 MiB fallocate and pre-fault, queued by the
-    /// first write to a segment) does not run during a timed region. The
-    /// allocator runs jobs in order, and `create_segment` of a path still
-    /// being prepared waits for it: preparing and then creating a tiny
-    /// fence segment waits for every job queued before it.
-    fn wait_for_allocator(&mut self) {
-        self.fences += 1;
-        let path = format!("bench/fence-{}", self.fences);
-        self.disk.prepare_segment(&path, 4096, Prepare::Cold);
-        self.disk
-            .create_segment(&path, 4096)
-            .expect("fence segment");
+    /// first write to a segment) does not run during a timed region.
+    fn wait_for_allocator(&self) {
+        self.disk.wait_for_allocator();
     }
 }
 
@@ -349,7 +336,7 @@ fn store_put_batch_async(c: &mut Criterion) {
 fn consume_queue_append(c: &mut Criterion) {
     let mut g = c.benchmark_group("storage");
     g.throughput(Throughput::Elements(1));
-    let mut current = BenchStore::open(FlushMode::Async);
+    let current = BenchStore::open(FlushMode::Async);
     let (cq, _) = current
         .store
         .consume_queues()
@@ -380,7 +367,7 @@ fn consume_queue_append(c: &mut Criterion) {
 fn get_by_offset(c: &mut Criterion) {
     let mut g = c.benchmark_group("storage");
     g.throughput(Throughput::Elements(GET_BATCH as u64));
-    let mut current = BenchStore::open(FlushMode::Async);
+    let current = BenchStore::open(FlushMode::Async);
     let mut msgs = Messages::new();
     for _ in 0..GET_FILL_MESSAGES {
         pollster::block_on(current.store.put(msgs.next(0), false)).expect("fill");
@@ -522,7 +509,7 @@ fn group_commit(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.sample_size(10);
     for writers in [1u64, 16, 64] {
-        let mut current = BenchStore::open(FlushMode::Sync);
+        let current = BenchStore::open(FlushMode::Sync);
         let mut msgs = Messages::new();
         pollster::block_on(current.store.put(msgs.next(0), true)).expect("warm");
         current.wait_for_allocator();

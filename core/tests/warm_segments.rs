@@ -263,10 +263,8 @@ fn prepared_segment(
     }
     disk.prepare_segment("next", 4 * WINDOW, prepare);
     // Let the preparation finish before claiming it (claiming stops a zero
-    // fill still running): the allocator runs jobs in order, so a fence
-    // prepared after it is ready once it is.
-    disk.prepare_segment("fence", 4096, Prepare::Cold);
-    drop(disk.create_segment("fence", 4096).expect("fence"));
+    // fill still running).
+    disk.wait_for_allocator();
     let seg = disk.create_segment("next", 4 * WINDOW).expect("create");
     let path = dir.path().join("next");
     Some((dir, seg, path))

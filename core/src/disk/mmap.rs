@@ -160,6 +160,22 @@ impl MmapDisk {
         &self.inner.root
     }
 
+    /// Blocks until the allocator thread has run every job queued before
+    /// this call (segment preparations and window warming). For benches and
+    /// tests that must not race it: claiming a segment to wait for its
+    /// preparation would instead stop a zero fill still running.
+    pub fn wait_for_allocator(&self) {
+        let (done, finished) = mpsc::channel::<()>();
+        let barrier = move || {
+            let _ = done.send(());
+        };
+        if self.inner.alloc_jobs.send(Box::new(barrier)).is_ok() {
+            // An error means the allocator stopped and dropped the barrier
+            // unrun: nothing is left to wait for either way.
+            let _ = finished.recv();
+        }
+    }
+
     fn abs(&self, path: &str) -> io::Result<PathBuf> {
         check_path(path)?;
         Ok(self.inner.root.join(path))

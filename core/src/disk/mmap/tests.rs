@@ -74,9 +74,8 @@ fn a_zero_fill_runs_to_the_end_unless_the_segment_is_needed_first() {
     let disk = MmapDisk::new(dir.path()).expect("disk");
     disk.prepare_segment("whole", LEN, Prepare::ZeroFilled);
     // Wait for the allocator without claiming "whole" (claiming would stop
-    // its fill): a fence prepared after it is claimed once it has run.
-    disk.prepare_segment("fence", 4096, Prepare::Cold);
-    drop(disk.create_segment("fence", 4096).expect("fence"));
+    // its fill).
+    disk.wait_for_allocator();
     let whole = disk.create_segment("whole", LEN).expect("create");
     if whole.zero_filled_to() == 0 {
         eprintln!("skipped: this filesystem refuses direct I/O");
