@@ -86,3 +86,54 @@ fn records_past_the_notes_cap_are_read_back_with_the_same_result() {
         assert_eq!(found.len(), 1, "k{i} indexed once");
     }
 }
+
+#[test]
+fn one_dispatch_over_many_queues_puts_each_record_in_its_own_and_announces_each_max() {
+    use std::sync::{Arc, Mutex};
+    let disk = SimDisk::new(3);
+    let store = open(&disk);
+    let told = Arc::new(Mutex::new(Vec::<(String, i32, QueueOffset)>::new()));
+    let sink = Arc::clone(&told);
+    store.set_arrival_listener(Arc::new(move |topic, queue_id, max| {
+        sink.lock()
+            .expect("lock")
+            .push((topic.to_owned(), queue_id, max));
+    }));
+    // Runs of records sharing a queue, then another queue: the same id in
+    // another topic, another id in the same topic, and back again. Dispatch
+    // is held back so that one dispatch walks them all.
+    store.set_confirmed(CommitLogOffset::new(0));
+    let runs = [
+        ("T", 0, 3),
+        ("U", 0, 2),
+        ("T", 1, 1),
+        ("T", 0, 2),
+        ("U", 0, 1),
+    ];
+    for (i, &(topic, queue_id, n)) in runs.iter().enumerate() {
+        let batch: Vec<MessageInput> = (0..n)
+            .map(|j| msg(topic, queue_id, format!("{i}.{j}").as_bytes(), None, None))
+            .collect();
+        block_on(store.put_batch(batch, true)).expect("put");
+    }
+    store.set_confirmed(CommitLogOffset::UNGATED);
+    let bodies = |topic: &str, queue_id: i32| -> Vec<String> {
+        queue_records(&store, topic, queue_id)
+            .into_iter()
+            .map(|rec| String::from_utf8(rec.body.to_vec()).expect("utf-8"))
+            .collect()
+    };
+    assert_eq!(bodies("T", 0), ["0.0", "0.1", "0.2", "3.0", "3.1"]);
+    assert_eq!(bodies("U", 0), ["1.0", "1.1", "4.0"]);
+    assert_eq!(bodies("T", 1), ["2.0"]);
+    // The last announcement of each queue is its max offset.
+    let told = told.lock().expect("lock");
+    for (topic, queue_id, max) in [("T", 0, 5), ("U", 0, 3), ("T", 1, 1)] {
+        let last = told
+            .iter()
+            .rev()
+            .find(|(t, q, _)| t == topic && *q == queue_id)
+            .map(|&(_, _, m)| m);
+        assert_eq!(last, Some(QueueOffset::new(max)), "{topic}/{queue_id}");
+    }
+}

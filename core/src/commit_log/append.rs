@@ -5,6 +5,7 @@
 //! page updates before).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::fresh::Fresh;
 use super::{is_dispatchable, Appended, CommitLog, Writer, BLANK_RECORD_BYTES};
@@ -158,6 +159,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
     ) {
         w.pos = end;
         w.last_store_ms = store_ms;
+        let mut topic: Option<Arc<str>> = None;
         self.fresh
             .push(run.iter().zip(placed).map(|(&(msg, _, _), a)| Fresh {
                 phys: a.phys_offset.0,
@@ -167,10 +169,19 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
                 queue_offset: a.queue_offset.0,
                 sys_flag: msg.effective_sys_flag(),
                 store_ms,
-                topic: msg.topic.clone(),
+                topic: shared_topic(&mut topic, &msg.topic),
                 properties: msg.properties.clone(),
             }));
         self.warm_ahead(w);
+    }
+}
+
+/// `topic` as the `Arc` of the note before when they match (a batch's
+/// records share their topic), else a new one kept for the next.
+fn shared_topic(last: &mut Option<Arc<str>>, topic: &str) -> Arc<str> {
+    match last {
+        Some(shared) if **shared == *topic => Arc::clone(shared),
+        _ => Arc::clone(last.insert(Arc::from(topic))),
     }
 }
 

@@ -17,7 +17,7 @@
 //! not a copy) until dispatch: at most [`NOTES_MAX`] of them are held.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
@@ -42,8 +42,8 @@ pub(crate) struct Fresh {
     pub(crate) sys_flag: i32,
     /// Its store time.
     pub(crate) store_ms: i64,
-    /// Its topic.
-    pub(crate) topic: String,
+    /// Its topic (shared by the notes of a run to one topic).
+    pub(crate) topic: Arc<str>,
     /// Its encoded properties (a view of the message's own buffer).
     pub(crate) properties: Bytes,
 }
@@ -60,7 +60,7 @@ impl Fresh {
             queue_offset: 0,
             sys_flag: 0,
             store_ms: 0,
-            topic: String::new(),
+            topic: Arc::from(""),
             properties: Bytes::new(),
         }
     }
@@ -130,7 +130,7 @@ mod tests {
             queue_offset: phys / 10,
             sys_flag: 0,
             store_ms: 0,
-            topic: "T".to_owned(),
+            topic: Arc::from("T"),
             properties: Bytes::new(),
         }
     }

@@ -138,12 +138,18 @@ pub fn encode_batch(items: &[BatchItem]) -> Result<Vec<u8>, EncodeError> {
 /// trailing one (what the broker stores for each batch item).
 pub fn merge_batch_properties(item: &[u8], header: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(item.len() + 1 + header.len());
+    merge_batch_properties_into(item, header, &mut out);
+    out
+}
+
+/// [`merge_batch_properties`] appended to `out`: a batch's merged
+/// properties can share one buffer.
+pub fn merge_batch_properties_into(item: &[u8], header: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(item);
     if !item.is_empty() && item.last() != Some(&PROPERTY_SEPARATOR) && !header.is_empty() {
         out.push(PROPERTY_SEPARATOR);
     }
     out.extend_from_slice(header);
-    out
 }
 
 #[cfg(test)]

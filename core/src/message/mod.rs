@@ -16,7 +16,10 @@ pub mod stored_record;
 pub mod topic;
 pub mod uniq_key;
 
-pub use batch::{decode_batch, encode_batch, merge_batch_properties, BatchItem, BATCH_ITEMS_MAX};
+pub use batch::{
+    decode_batch, encode_batch, merge_batch_properties, merge_batch_properties_into, BatchItem,
+    BATCH_ITEMS_MAX,
+};
 pub use indexed_properties::IndexedProperties;
 pub use java_hash::{java_string_hash, java_string_hash_extend, tags_code};
 pub use msg_id::{decode_offset_msg_id, offset_msg_id};

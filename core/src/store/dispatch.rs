@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::commit_log::fresh::Fresh;
 use crate::commit_log::is_dispatchable;
 use crate::commit_log::scan::{step_fresh_or_io, Step};
-use crate::consume_queue::CqEntry;
+use crate::consume_queue::{ConsumeQueue, CqEntry};
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::message::{tags_code, IndexedProperties, StoredRecord};
@@ -92,6 +92,27 @@ fn note_grown(grown: &mut Grown, topic: &str, queue_id: i32, max: QueueOffset) {
     }
 }
 
+/// The queue of a run of records being dispatched (a batch's records
+/// share one), and its new max offset once an entry went in.
+struct LastQueue<D: Disk> {
+    topic: String,
+    queue_id: i32,
+    cq: Arc<ConsumeQueue<D>>,
+    grown: Option<QueueOffset>,
+}
+
+fn note_run_grown<D: Disk>(grown: &mut Grown, run: Option<LastQueue<D>>) {
+    if let Some(LastQueue {
+        topic,
+        queue_id,
+        grown: Some(max),
+        ..
+    }) = run
+    {
+        note_grown(grown, &topic, queue_id, max);
+    }
+}
+
 /// The dispatch cursor.
 #[derive(Debug, Default)]
 pub(crate) struct Dispatcher {
@@ -139,13 +160,25 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// cursor on the record that failed, to be retried by a later dispatch;
     /// only a record that is not valid fences the store.
     fn dispatch_below(&self, d: &mut Dispatcher, limit: u64, grown: &mut Grown) -> Result<()> {
+        let mut last = None;
+        let result = self.dispatch_runs_below(d, limit, &mut last, grown);
+        // The last run's queue grew too (before a failure as well).
+        note_run_grown(grown, last);
+        result
+    }
+
+    fn dispatch_runs_below(
+        &self,
+        d: &mut Dispatcher,
+        limit: u64,
+        last: &mut Option<LastQueue<D>>,
+        grown: &mut Grown,
+    ) -> Result<()> {
         while d.cursor < limit {
             // A unit this process just appended: from its note.
             if let Some(note) = self.log.take_fresh(d.cursor) {
                 if !note.skip {
-                    if let Some(q) = self.dispatch_record(&Dispatched::from(&note), Scope::All)? {
-                        note_grown(grown, &note.topic, note.queue_id, q);
-                    }
+                    self.dispatch_in_run(&Dispatched::from(&note), last, grown)?;
                     d.last_store_ms = note.store_ms;
                 }
                 d.cursor += u64::from(note.size);
@@ -153,9 +186,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             }
             match step_fresh_or_io(self.log.chain(), d.cursor)? {
                 Step::Record(rec, _) => {
-                    if let Some(q) = self.dispatch_record(&Dispatched::from(&*rec), Scope::All)? {
-                        note_grown(grown, &rec.topic, rec.queue_id, q);
-                    }
+                    self.dispatch_in_run(&Dispatched::from(&*rec), last, grown)?;
                     d.cursor += u64::from(rec.total_size);
                     d.last_store_ms = rec.store_timestamp_ms;
                 }
@@ -174,6 +205,38 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         Ok(())
     }
 
+    /// Dispatches one live record (`Scope::All`) of a run that shares its
+    /// queue with the record before, looking the queue up only when it
+    /// changes; the queue a run grew is noted when the run ends.
+    fn dispatch_in_run(
+        &self,
+        rec: &Dispatched<'_>,
+        last: &mut Option<LastQueue<D>>,
+        grown: &mut Grown,
+    ) -> Result<()> {
+        if !is_dispatchable(rec.sys_flag) {
+            return Ok(());
+        }
+        let same = last
+            .as_ref()
+            .is_some_and(|l| l.queue_id == rec.queue_id && l.topic == rec.topic);
+        if !same {
+            note_run_grown(grown, last.take());
+            let (cq, _) = self.queues.get_or_open(rec.topic, rec.queue_id)?;
+            *last = Some(LastQueue {
+                topic: rec.topic.to_owned(),
+                queue_id: rec.queue_id,
+                cq,
+                grown: None,
+            });
+        }
+        let run = last.as_mut().expect("invariant: set above");
+        if let Some(max) = self.dispatch_into(rec, Scope::All, Some(&run.cq))? {
+            run.grown = Some(max);
+        }
+        Ok(())
+    }
+
     /// Adds one record's ConsumeQueue entry and index keys; returns the
     /// queue's new max offset when an entry was added.
     pub(crate) fn dispatch_record(
@@ -184,18 +247,34 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if !is_dispatchable(rec.sys_flag) {
             return Ok(None);
         }
+        let to_queue = match scope {
+            Scope::All | Scope::Scan => true,
+            Scope::Rebuild { queues, .. } => queues.contains(&(rec.topic.to_owned(), rec.queue_id)),
+        };
+        let cq = if to_queue {
+            Some(self.queues.get_or_open(rec.topic, rec.queue_id)?.0)
+        } else {
+            None
+        };
+        self.dispatch_into(rec, scope, cq.as_ref())
+    }
+
+    /// Adds a dispatchable record's entry to `cq` (its queue, when this
+    /// dispatch writes it) and its index keys when `scope` indexes.
+    fn dispatch_into(
+        &self,
+        rec: &Dispatched<'_>,
+        scope: Scope<'_>,
+        cq: Option<&Arc<ConsumeQueue<D>>>,
+    ) -> Result<Option<QueueOffset>> {
         let props = IndexedProperties::scan(rec.properties);
         let phys = CommitLogOffset(u64::try_from(rec.phys_offset).unwrap_or(0));
-        let (to_queue, to_index) = match scope {
-            Scope::All | Scope::Scan => (true, true),
-            Scope::Rebuild { queues, index } => (
-                queues.contains(&(rec.topic.to_owned(), rec.queue_id)),
-                index,
-            ),
+        let to_index = match scope {
+            Scope::All | Scope::Scan => true,
+            Scope::Rebuild { index, .. } => index,
         };
         let mut grown = None;
-        if to_queue {
-            let (cq, _) = self.queues.get_or_open(rec.topic, rec.queue_id)?;
+        if let Some(cq) = cq {
             let q = QueueOffset(u64::try_from(rec.queue_offset).unwrap_or(0));
             let mut entry = CqEntry {
                 phys_offset: phys,

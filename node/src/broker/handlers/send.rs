@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use sluice_core::disk::Disk;
 use sluice_core::message::{
-    decode_batch, dlq_topic, is_retry_topic, keys, merge_batch_properties, offset_msg_id,
+    decode_batch, dlq_topic, is_retry_topic, keys, merge_batch_properties_into, offset_msg_id,
     validate_topic, MessageInput, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
 };
 use sluice_core::{Clock, CommitLogOffset, Wait};
@@ -321,7 +321,7 @@ async fn send_one<D: Disk, C: Clock>(
 
 async fn send_batch<D: Disk, C: Clock>(
     b: &Broker<D, C>,
-    template: MessageInput,
+    mut template: MessageInput,
     body: &Bytes,
     wait: Wait,
 ) -> Reply {
@@ -341,13 +341,38 @@ async fn send_batch<D: Disk, C: Clock>(
         }
     };
     let queue_id = template.queue_id;
+    // Every item's merged properties in one buffer, each a view of it: one
+    // allocation per batch, not one (and a shared header) per message.
+    // The template's own body and properties are not cloned per item.
+    template.body = Bytes::new();
+    let header = std::mem::take(&mut template.properties);
+    let mut merged = Vec::with_capacity(
+        items
+            .iter()
+            .map(|it| it.properties.len() + 1 + header.len())
+            .sum(),
+    );
+    let ends: Vec<usize> = items
+        .iter()
+        .map(|it| {
+            merge_batch_properties_into(&it.properties, &header, &mut merged);
+            merged.len()
+        })
+        .collect();
+    let merged = Bytes::from(merged);
+    let mut start = 0;
     let msgs: Vec<MessageInput> = items
         .into_iter()
-        .map(|it| MessageInput {
-            flag: it.flag,
-            body: it.body,
-            properties: Bytes::from(merge_batch_properties(&it.properties, &template.properties)),
-            ..template.clone()
+        .zip(ends)
+        .map(|(it, end)| {
+            let properties = merged.slice(start..end);
+            start = end;
+            MessageInput {
+                flag: it.flag,
+                body: it.body,
+                properties,
+                ..template.clone()
+            }
         })
         .collect();
     send_dedupe::store_batch(b, &template.topic, queue_id, msgs, wait).await
