@@ -123,3 +123,35 @@ fn a_run_that_fails_to_write_gives_its_queue_offsets_back() {
     log.append(&batch(8, 1, 100)[0]).expect_err("still gone");
     assert_eq!(log.queue_next("T", 0), QueueOffset::new(3));
 }
+
+#[test]
+fn a_batch_is_refused_whole_for_any_message_it_may_not_store() {
+    let disk = SimDisk::new(40);
+    let clock = ManualClock::new(T0_MS);
+    let store = block_on(MessageStore::open(
+        disk.clone(),
+        clock,
+        StoreConfig {
+            body_bytes_max: 64,
+            ..StoreConfig::for_tests()
+        },
+    ))
+    .expect("store opens");
+    // A later message of the same topic with too long a body (the topic is
+    // checked once per batch, each body every time).
+    let mut long = batch(0, 3, 16);
+    long[2].body = vec![b'x'; 65].into();
+    // A later message of another topic whose name is not valid.
+    let mut named = batch(0, 3, 16);
+    named[1].topic = "T with spaces".to_owned();
+    for (what, msgs) in [("a long body", long), ("a bad topic", named)] {
+        let refused = block_on(store.put_batch(msgs, true));
+        assert!(
+            matches!(refused, Err(sluice_core::Error::MessageRejected { .. })),
+            "{what}: {refused:?}"
+        );
+    }
+    assert!(queue(&store).is_empty(), "nothing of either batch stored");
+    block_on(store.put_batch(batch(0, 3, 16), true)).expect("a valid batch");
+    assert_eq!(queue(&store).len(), 3);
+}

@@ -89,20 +89,26 @@ impl FreshNotes {
         }
     }
 
-    /// The note of the record at `pos`, if one is held; notes of records
-    /// below `pos` (dispatched by reading the log) are dropped.
-    pub(crate) fn take_at(&self, pos: u64) -> Option<Fresh> {
+    /// Moves into `out` the notes of the units from `pos` on, one after
+    /// another without a gap, that start below `limit`; notes of units below
+    /// `pos` are dropped (dispatch read those from the log). One lock for a
+    /// whole run of notes. False when there is no note at `pos`.
+    pub(crate) fn take_run(&self, pos: u64, limit: u64, out: &mut Vec<Fresh>) -> bool {
         let mut notes = self.lock();
-        while let Some(front) = notes.front() {
-            if front.phys >= pos {
-                break;
-            }
+        while notes.front().is_some_and(|n| n.phys < pos) {
             notes.pop_front();
         }
-        if notes.front().is_some_and(|n| n.phys == pos) {
-            return notes.pop_front();
+        let held = out.len();
+        let mut next = pos;
+        while notes
+            .front()
+            .is_some_and(|n| n.phys == next && n.phys < limit)
+        {
+            let Some(note) = notes.pop_front() else { break };
+            next += u64::from(note.size);
+            out.push(note);
         }
-        None
+        out.len() > held
     }
 
     /// Forgets every note (the log's tail is about to change).
@@ -135,19 +141,38 @@ mod tests {
         }
     }
 
+    fn taken(notes: &FreshNotes, pos: u64, limit: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let any = notes.take_run(pos, limit, &mut out);
+        assert_eq!(any, !out.is_empty());
+        out.iter().map(|n| n.phys).collect()
+    }
+
     #[test]
-    fn a_note_is_taken_only_at_its_own_position_and_older_ones_are_dropped() {
+    fn a_run_is_taken_from_its_own_position_and_older_notes_are_dropped() {
         let notes = FreshNotes::default();
         notes.push([note(10), note(20), note(30)]);
-        assert!(notes.take_at(5).is_none(), "no note at 5; 10 stays");
+        assert!(taken(&notes, 5, 100).is_empty(), "no note at 5; 10 stays");
         assert_eq!(notes.len(), 3);
-        assert_eq!(notes.take_at(10).map(|n| n.phys), Some(10));
-        // Dispatch read 20 from the log (say after a failure): 20 is stale.
-        assert_eq!(notes.take_at(30).map(|n| n.phys), Some(30));
+        assert_eq!(taken(&notes, 10, 100), [10, 20, 30], "one contiguous run");
+        notes.push([note(40), note(50), note(60)]);
+        // Dispatch read 40 from the log (say after a failure): 40 is stale.
+        assert_eq!(taken(&notes, 50, 100), [50, 60]);
         assert_eq!(notes.len(), 0);
-        notes.push([note(40)]);
+        notes.push([note(70)]);
         notes.clear();
-        assert!(notes.take_at(40).is_none());
+        assert!(taken(&notes, 70, 100).is_empty());
+    }
+
+    #[test]
+    fn a_run_stops_at_a_gap_and_at_the_limit() {
+        let notes = FreshNotes::default();
+        // 10, 20 and 30 follow each other; the note at 50 leaves a gap.
+        notes.push([note(10), note(20), note(30), note(50), note(60)]);
+        assert_eq!(taken(&notes, 10, 30), [10, 20], "30 is not below the limit");
+        assert_eq!(taken(&notes, 30, 100), [30], "40 has no note: the run ends");
+        assert_eq!(notes.len(), 2, "the notes past the gap are kept");
+        assert_eq!(taken(&notes, 50, 100), [50, 60]);
     }
 
     #[test]
@@ -156,7 +181,10 @@ mod tests {
         let cap = u64::try_from(NOTES_MAX).expect("fits");
         notes.push((0..cap + 5).map(|i| note(i * 10)));
         assert_eq!(notes.len(), NOTES_MAX);
-        assert_eq!(notes.take_at(0).map(|n| n.phys), Some(0));
-        assert!(notes.take_at(cap * 10).is_none(), "dropped at the cap");
+        assert_eq!(taken(&notes, 0, 10), [0]);
+        assert!(
+            taken(&notes, cap * 10, u64::MAX).is_empty(),
+            "dropped at the cap"
+        );
     }
 }

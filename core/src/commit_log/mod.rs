@@ -422,10 +422,10 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         self.follower.store(on, Ordering::Release);
     }
 
-    /// The note of the record just appended at `pos`, if one is held (see
-    /// `fresh`); notes of records below `pos` are dropped.
-    pub(crate) fn take_fresh(&self, pos: u64) -> Option<fresh::Fresh> {
-        self.fresh.take_at(pos)
+    /// The notes of the run of units this process appended from `pos` on,
+    /// below `limit` (see `FreshNotes::take_run`); false when none.
+    pub(crate) fn take_fresh_run(&self, pos: u64, limit: u64, out: &mut Vec<fresh::Fresh>) -> bool {
+        self.fresh.take_run(pos, limit, out)
     }
 
     /// True while the log is a follower's copy.

@@ -181,6 +181,46 @@ impl<S: Segment> IndexFile<S> {
         Ok(put)
     }
 
+    /// Adds `entries` (`(hash, phys, store_ts_ms)`, the keys of a run of
+    /// records in log order) under one lock and with one header write, as
+    /// [`put_many`](Self::put_many) does for one record's keys; returns how
+    /// many fit (fewer than `entries.len()` when the file filled up).
+    pub(crate) fn put_entries(&self, entries: &[(i32, CommitLogOffset, i64)]) -> Result<usize> {
+        let mut h = self.lock();
+        let mut put = 0;
+        let mut outcome = Ok(());
+        for &(hash, phys, store_ts_ms) in entries {
+            if h.count > self.entries_max {
+                break;
+            }
+            let phys = i64::try_from(phys.0).unwrap_or(i64::MAX);
+            if h.count == 1 {
+                h.begin_ts_ms = store_ts_ms;
+                h.begin_phys = phys;
+            }
+            let diff_s =
+                i32::try_from((store_ts_ms - h.begin_ts_ms).max(0) / 1000).unwrap_or(i32::MAX);
+            let slot = self.slot_of(hash);
+            let idx = h.count;
+            outcome = self.read_slot(slot).and_then(|prev| {
+                self.write_entry(idx, hash, phys, diff_s, prev)?;
+                self.write_slot(slot, idx)
+            });
+            if outcome.is_err() {
+                break;
+            }
+            h.count += 1;
+            h.end_ts_ms = h.end_ts_ms.max(store_ts_ms);
+            h.end_phys = h.end_phys.max(phys);
+            put += 1;
+        }
+        // The header covers every entry put, before a failure too.
+        if put > 0 {
+            self.write_header(&h)?;
+        }
+        outcome.map(|()| put)
+    }
+
     /// Physical offsets of entries with `hash` stored within
     /// `[begin_ms, end_ms]`, newest first, at most `max`.
     pub(crate) fn query(

@@ -43,8 +43,13 @@ pub struct IndexService<D: Disk> {
 
 /// The index hash of `topic#key`.
 pub fn index_key_hash(topic: &str, key: &str) -> i32 {
-    let topic_hash = java_string_hash_extend(java_string_hash(topic), "#");
-    java_string_hash_extend(topic_hash, key)
+    java_string_hash_extend(topic_key_prefix(topic), key)
+}
+
+/// The hash of `topic#`, which each key's hash extends
+/// ([`java_string_hash_extend`]`(prefix, key)` is [`index_key_hash`]).
+pub(crate) fn topic_key_prefix(topic: &str) -> i32 {
+    java_string_hash_extend(java_string_hash(topic), "#")
 }
 
 impl<D: Disk> IndexService<D> {
@@ -109,7 +114,7 @@ impl<D: Disk> IndexService<D> {
         phys: CommitLogOffset,
         store_ts_ms: i64,
     ) -> Result<()> {
-        let prefix = java_string_hash_extend(java_string_hash(topic), "#");
+        let prefix = topic_key_prefix(topic);
         let mut hashes = [0i32; 8];
         let mut n = 0;
         let mut rolled = false;
@@ -122,6 +127,42 @@ impl<D: Disk> IndexService<D> {
             }
         }
         self.put_hashes(&hashes[..n], phys, store_ts_ms, &mut rolled)
+    }
+
+    /// Indexes the keys of a run of records of one topic in log order
+    /// (`(hash, phys, store_ts_ms)`, see [`topic_key_prefix`]; each record's
+    /// keys next to each other) with one lock and one header write per file
+    /// instead of per record. Rolls to a new file named by the record whose
+    /// keys no longer fit, as [`put_keys`](Self::put_keys) does; the keys of a
+    /// record that fill a whole file of its own are not indexed past it.
+    pub(crate) fn put_run(&self, entries: &[(i32, CommitLogOffset, i64)]) -> Result<()> {
+        let mut rest = entries;
+        while let Some(&(_, phys, _)) = rest.first() {
+            let last = self
+                .lock()
+                .iter()
+                .next_back()
+                .map(|(start, f)| (*start, Arc::clone(f)));
+            let file = match last {
+                Some((_, f)) if !f.is_full() => f,
+                // A full file named by this record: its keys filled one
+                // whole file (now, or in an earlier attempt to dispatch it).
+                Some((start, _)) if start == phys.0 => {
+                    let own = rest.iter().take_while(|e| e.1 == phys).count();
+                    tracing::warn!(
+                        phys = phys.0,
+                        unindexed = own,
+                        "a record has more keys than an index file holds: the rest are not indexed"
+                    );
+                    rest = &rest[own..];
+                    continue;
+                }
+                _ => self.roll(phys)?,
+            };
+            let put = file.put_entries(rest)?;
+            rest = &rest[put..];
+        }
+        Ok(())
     }
 
     /// Puts `hashes` into the writable file, rolling to a new one when it

@@ -22,7 +22,7 @@ pub use batch::{
 };
 pub use indexed_properties::IndexedProperties;
 pub use java_hash::{java_string_hash, java_string_hash_extend, tags_code};
-pub use msg_id::{decode_offset_msg_id, offset_msg_id};
+pub use msg_id::{decode_offset_msg_id, offset_msg_id, push_offset_msg_id};
 pub use properties::{keys, Properties, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
 pub use record::{
     body_crc, layout, store_timestamp_pos, sys_flag, DecodeError, EncodeError, MessageInput,

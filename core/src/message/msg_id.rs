@@ -15,13 +15,19 @@ pub const OFFSET_MSG_ID_V6_CHARS: usize = 2 * (16 + 4 + 8);
 /// The offset message id of the record at `phys_offset` on `store_host`.
 pub fn offset_msg_id(store_host: SocketAddr, phys_offset: i64) -> String {
     let mut id = String::with_capacity(OFFSET_MSG_ID_V6_CHARS);
-    match store_host.ip() {
-        IpAddr::V4(ip) => hex::push_upper(&mut id, &ip.octets()),
-        IpAddr::V6(ip) => hex::push_upper(&mut id, &ip.octets()),
-    }
-    hex::push_upper(&mut id, &i32::from(store_host.port()).to_be_bytes());
-    hex::push_upper(&mut id, &phys_offset.to_be_bytes());
+    push_offset_msg_id(&mut id, store_host, phys_offset);
     id
+}
+
+/// Appends [`offset_msg_id`]`(store_host, phys_offset)` to `out`: a batch's
+/// answer lists every message's id in one string, with no `String` each.
+pub fn push_offset_msg_id(out: &mut String, store_host: SocketAddr, phys_offset: i64) {
+    match store_host.ip() {
+        IpAddr::V4(ip) => hex::push_upper(out, &ip.octets()),
+        IpAddr::V6(ip) => hex::push_upper(out, &ip.octets()),
+    }
+    hex::push_upper(out, &i32::from(store_host.port()).to_be_bytes());
+    hex::push_upper(out, &phys_offset.to_be_bytes());
 }
 
 /// Recovers the store host and CommitLog offset from an offset message id.

@@ -13,7 +13,8 @@ use crate::commit_log::scan::{step_fresh_or_io, Step};
 use crate::consume_queue::{ConsumeQueue, CqEntry};
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::message::{tags_code, IndexedProperties, StoredRecord};
+use crate::index::topic_key_prefix;
+use crate::message::{java_string_hash_extend, tags_code, IndexedProperties, StoredRecord};
 use crate::offset::{CommitLogOffset, QueueOffset};
 
 use super::MessageStore;
@@ -113,6 +114,26 @@ fn note_run_grown<D: Disk>(grown: &mut Grown, run: Option<LastQueue<D>>) {
     }
 }
 
+/// How many records at the head of `notes` form one run: dispatchable
+/// records (not pads) of one queue with consecutive queue offsets. At
+/// least one when the first is such a record.
+fn queue_run_len(notes: &[Fresh]) -> usize {
+    let Some(first) = notes.first() else {
+        return 0;
+    };
+    1 + notes
+        .windows(2)
+        .take_while(|pair| {
+            let (a, b) = (&pair[0], &pair[1]);
+            !b.skip
+                && is_dispatchable(b.sys_flag)
+                && b.queue_id == a.queue_id
+                && b.queue_offset == a.queue_offset + 1
+                && (Arc::ptr_eq(&b.topic, &first.topic) || b.topic == first.topic)
+        })
+        .count()
+}
+
 /// The dispatch cursor.
 #[derive(Debug, Default)]
 pub(crate) struct Dispatcher {
@@ -174,14 +195,13 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         last: &mut Option<LastQueue<D>>,
         grown: &mut Grown,
     ) -> Result<()> {
+        let mut notes = Vec::new();
         while d.cursor < limit {
-            // A unit this process just appended: from its note.
-            if let Some(note) = self.log.take_fresh(d.cursor) {
-                if !note.skip {
-                    self.dispatch_in_run(&Dispatched::from(&note), last, grown)?;
-                    d.last_store_ms = note.store_ms;
-                }
-                d.cursor += u64::from(note.size);
+            // Units this process just appended: from their notes.
+            if self.log.take_fresh_run(d.cursor, limit, &mut notes) {
+                let outcome = self.dispatch_notes(d, &notes, last, grown);
+                notes.clear();
+                outcome?;
                 continue;
             }
             match step_fresh_or_io(self.log.chain(), d.cursor)? {
@@ -205,6 +225,124 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         Ok(())
     }
 
+    /// Dispatches the units of `notes` (contiguous, the first at the
+    /// cursor), moving the cursor over each run of records as its entries
+    /// and keys go in: see [`dispatch_note_run`](Self::dispatch_note_run).
+    fn dispatch_notes(
+        &self,
+        d: &mut Dispatcher,
+        notes: &[Fresh],
+        last: &mut Option<LastQueue<D>>,
+        grown: &mut Grown,
+    ) -> Result<()> {
+        let mut rest = notes;
+        while let Some(note) = rest.first() {
+            if note.skip || !is_dispatchable(note.sys_flag) {
+                if !note.skip {
+                    d.last_store_ms = note.store_ms;
+                }
+                d.cursor += u64::from(note.size);
+                rest = &rest[1..];
+                continue;
+            }
+            let (run, after) = rest.split_at(queue_run_len(rest));
+            self.dispatch_note_run(d, run, last, grown)?;
+            rest = after;
+        }
+        Ok(())
+    }
+
+    /// Dispatches a run of noted records of one queue with consecutive
+    /// queue offsets (a batch's records): their ConsumeQueue entries in a
+    /// few stores ([`ConsumeQueue::append_run`]) and their keys under one
+    /// index lock ([`crate::index::IndexService::put_run`]), not one lookup
+    /// and lock per record. The cursor moves over the run once both are in;
+    /// after a failure a retry finds some entries written and takes the
+    /// records one by one, as it always did.
+    fn dispatch_note_run(
+        &self,
+        d: &mut Dispatcher,
+        run: &[Fresh],
+        last: &mut Option<LastQueue<D>>,
+        grown: &mut Grown,
+    ) -> Result<()> {
+        let Some(first) = run.first() else {
+            return Ok(());
+        };
+        let queue = self.run_queue(&first.topic, first.queue_id, last, grown)?;
+        let q = QueueOffset(first.queue_offset);
+        if q < queue.cq.max_offset() {
+            for note in run {
+                self.dispatch_in_run(&Dispatched::from(note), last, grown)?;
+                d.cursor += u64::from(note.size);
+                d.last_store_ms = note.store_ms;
+            }
+            return Ok(());
+        }
+        let props: Vec<IndexedProperties<'_>> = run
+            .iter()
+            .map(|note| IndexedProperties::scan(&note.properties))
+            .collect();
+        let entries: Vec<CqEntry> = run
+            .iter()
+            .zip(&props)
+            .map(|(note, p)| CqEntry {
+                phys_offset: CommitLogOffset(note.phys),
+                size: note.size,
+                tags_code: p.tags.map_or(0, tags_code),
+            })
+            .collect();
+        let appended = queue.cq.append_run(q, &entries);
+        // Entries in before a failure are visible: announce them.
+        let max = queue.cq.max_offset();
+        if max > q {
+            queue.grown = Some(max);
+        }
+        appended?;
+        let prefix = topic_key_prefix(&first.topic);
+        let mut keys = Vec::with_capacity(run.len());
+        for (note, p) in run.iter().zip(&props) {
+            for key in p.uniq_key.into_iter().chain(p.keys()) {
+                keys.push((
+                    java_string_hash_extend(prefix, key),
+                    CommitLogOffset(note.phys),
+                    note.store_ms,
+                ));
+            }
+        }
+        self.index.put_run(&keys)?;
+        for note in run {
+            d.cursor += u64::from(note.size);
+            d.last_store_ms = note.store_ms;
+        }
+        Ok(())
+    }
+
+    /// The queue of a run of records, kept from the run before when it is
+    /// the same; the queue a run grew is noted when the run ends.
+    fn run_queue<'l>(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        last: &'l mut Option<LastQueue<D>>,
+        grown: &mut Grown,
+    ) -> Result<&'l mut LastQueue<D>> {
+        let same = last
+            .as_ref()
+            .is_some_and(|l| l.queue_id == queue_id && l.topic == topic);
+        if !same {
+            note_run_grown(grown, last.take());
+            let (cq, _) = self.queues.get_or_open(topic, queue_id)?;
+            *last = Some(LastQueue {
+                topic: topic.to_owned(),
+                queue_id,
+                cq,
+                grown: None,
+            });
+        }
+        Ok(last.as_mut().expect("invariant: set above"))
+    }
+
     /// Dispatches one live record (`Scope::All`) of a run that shares its
     /// queue with the record before, looking the queue up only when it
     /// changes; the queue a run grew is noted when the run ends.
@@ -217,20 +355,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if !is_dispatchable(rec.sys_flag) {
             return Ok(());
         }
-        let same = last
-            .as_ref()
-            .is_some_and(|l| l.queue_id == rec.queue_id && l.topic == rec.topic);
-        if !same {
-            note_run_grown(grown, last.take());
-            let (cq, _) = self.queues.get_or_open(rec.topic, rec.queue_id)?;
-            *last = Some(LastQueue {
-                topic: rec.topic.to_owned(),
-                queue_id: rec.queue_id,
-                cq,
-                grown: None,
-            });
-        }
-        let run = last.as_mut().expect("invariant: set above");
+        let run = self.run_queue(rec.topic, rec.queue_id, last, grown)?;
         if let Some(max) = self.dispatch_into(rec, Scope::All, Some(&run.cq))? {
             run.grown = Some(max);
         }

@@ -6,6 +6,7 @@
 //! entries and index entries always point at valid records below the
 //! dispatch cursor.
 
+mod admit;
 mod config;
 mod dispatch;
 mod get;
@@ -31,7 +32,7 @@ use crate::consume_queue::ConsumeQueueTable;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::index::{IndexMark, IndexService};
-use crate::message::{validate_topic, MessageInput, StoredRecord};
+use crate::message::{MessageInput, StoredRecord};
 use crate::offset::{CommitLogOffset, QueueOffset};
 use crate::segment_chain::join;
 use dispatch::Dispatcher;
@@ -171,8 +172,16 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         msgs: Vec<MessageInput>,
         wait: impl Into<Wait>,
     ) -> Result<Vec<Appended>> {
+        self.check_writable()?;
+        let mut valid_topic = None;
         for m in &msgs {
-            self.check_put(m)?;
+            // A batch's messages share a topic: validated once.
+            if valid_topic == Some(m.topic.as_str()) {
+                self.check_body(m)?;
+            } else {
+                self.check_message(m)?;
+                valid_topic = Some(&m.topic);
+            }
         }
         let out = self.log.append_batch(&msgs)?;
         drop(msgs);
@@ -181,36 +190,6 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             self.settle(last.end(), wait.into()).await?;
         }
         Ok(out)
-    }
-
-    fn check_put(&self, msg: &MessageInput) -> Result<()> {
-        if self.shut_down.load(Ordering::Acquire) {
-            return Err(Error::ShutDown);
-        }
-        if self.log.is_follower() {
-            return Err(Error::NotWriter);
-        }
-        self.log.check_writable()?;
-        if self.disk_full.load(Ordering::Acquire) && !self.space_returned() {
-            return Err(Error::DiskFull {
-                reason: format!(
-                    "disk use above {:.0}%",
-                    self.config.disk_used_ratio_reject * 100.0
-                ),
-            });
-        }
-        if msg.body.len() > self.config.body_bytes_max {
-            return Err(Error::MessageRejected {
-                reason: format!(
-                    "body of {} bytes exceeds the {} byte limit",
-                    msg.body.len(),
-                    self.config.body_bytes_max
-                ),
-            });
-        }
-        validate_topic(&msg.topic).map_err(|e| Error::MessageRejected {
-            reason: e.to_string(),
-        })
     }
 
     /// Waits for the durability the flush mode asks for, then makes the

@@ -20,8 +20,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use sluice_core::message::sys_flag::TRANSACTION_MASK;
 use sluice_core::message::{
-    is_dlq_topic, is_retry_topic, keys, offset_msg_id, Properties, StoredRecord, HALF_TOPIC,
-    OP_HALF_TOPIC, SCHEDULE_TOPIC,
+    is_dlq_topic, is_retry_topic, keys, offset_msg_id, push_offset_msg_id, Properties,
+    StoredRecord, HALF_TOPIC, OP_HALF_TOPIC, SCHEDULE_TOPIC,
 };
 
 use sluice_core::disk::Disk;
@@ -98,6 +98,11 @@ impl Original {
     /// The answered `msgId`: the offset message id of the stored record.
     pub fn msg_id(&self) -> String {
         offset_msg_id(self.store_host, self.phys_offset)
+    }
+
+    /// Appends [`msg_id`](Self::msg_id) to `out`.
+    pub fn push_msg_id(&self, out: &mut String) {
+        push_offset_msg_id(out, self.store_host, self.phys_offset);
     }
 }
 

@@ -192,16 +192,17 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
     };
     let host = b.store_host();
     let mut stored = appended.iter();
-    let mut ids = Vec::with_capacity(onces.len());
+    // Every message's id, comma-separated (a forgotten duplicate's empty).
+    let mut ids = String::with_capacity(onces.len() * 33);
     let mut first = None;
     let mut end = 0;
-    for once in onces {
+    for (i, once) in onces.into_iter().enumerate() {
+        if i > 0 {
+            ids.push(',');
+        }
         let original = match once {
             Once::Duplicate(original) => original,
-            Once::Forgotten => {
-                ids.push(String::new());
-                continue;
-            }
+            Once::Forgotten => continue,
             Once::Store(claimed) => {
                 let Some(a) = stored.next() else {
                     return Err(Refusal::system_error("[sluice] batch store count mismatch"));
@@ -222,10 +223,10 @@ pub(super) async fn store_batch<D: Disk, C: Clock>(
         };
         end = end.max(original.end);
         first.get_or_insert((original.queue_id, original.queue_offset));
-        ids.push(original.msg_id());
+        original.push_msg_id(&mut ids);
     }
     let (qid, offset) = first.unwrap_or((queue_id, -1));
-    let header = SendMessageResponseHeader::new(ids.join(","), qid, offset);
+    let header = SendMessageResponseHeader::new(ids, qid, offset);
     let cmd = RemotingCommand::success().with_header(&header);
     Ok(super::send::replicated(b, CommitLogOffset::new(end), wait.durable(), cmd).await)
 }
