@@ -128,7 +128,7 @@ fn queue_run_len(notes: &[Fresh]) -> usize {
             !b.skip
                 && is_dispatchable(b.sys_flag)
                 && b.queue_id == a.queue_id
-                && b.queue_offset == a.queue_offset + 1
+                && a.queue_offset.checked_add(1) == Some(b.queue_offset)
                 && (Arc::ptr_eq(&b.topic, &first.topic) || b.topic == first.topic)
         })
         .count()
