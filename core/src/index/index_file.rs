@@ -143,48 +143,10 @@ impl<S: Segment> IndexFile<S> {
         self.lock().end_phys
     }
 
-    /// Adds one entry per key hash of one record (at `phys`, stored at
-    /// `store_ts_ms`), under one lock and with one header write; returns
-    /// how many fit (fewer than `hashes.len()` when the file filled up).
-    pub(crate) fn put_many(
-        &self,
-        hashes: &[i32],
-        phys: CommitLogOffset,
-        store_ts_ms: i64,
-    ) -> Result<usize> {
-        let mut h = self.lock();
-        let phys = i64::try_from(phys.0).unwrap_or(i64::MAX);
-        let mut put = 0;
-        for &hash in hashes {
-            if h.count > self.entries_max {
-                break;
-            }
-            if h.count == 1 {
-                h.begin_ts_ms = store_ts_ms;
-                h.begin_phys = phys;
-            }
-            let diff_s =
-                i32::try_from((store_ts_ms - h.begin_ts_ms).max(0) / 1000).unwrap_or(i32::MAX);
-            let slot = self.slot_of(hash);
-            let prev = self.read_slot(slot)?;
-            let idx = h.count;
-            self.write_entry(idx, hash, phys, diff_s, prev)?;
-            self.write_slot(slot, idx)?;
-            h.count += 1;
-            put += 1;
-        }
-        if put > 0 {
-            h.end_ts_ms = h.end_ts_ms.max(store_ts_ms);
-            h.end_phys = h.end_phys.max(phys);
-            self.write_header(&h)?;
-        }
-        Ok(put)
-    }
-
-    /// Adds `entries` (`(hash, phys, store_ts_ms)`, the keys of a run of
-    /// records in log order) under one lock and with one header write, as
-    /// [`put_many`](Self::put_many) does for one record's keys; returns how
-    /// many fit (fewer than `entries.len()` when the file filled up).
+    /// Adds `entries` (`(hash, phys, store_ts_ms)`: one record's keys, or
+    /// the keys of a run of records in log order) under one lock and with
+    /// one header write; returns how many fit (fewer than `entries.len()`
+    /// when the file filled up).
     pub(crate) fn put_entries(&self, entries: &[(i32, CommitLogOffset, i64)]) -> Result<usize> {
         let mut h = self.lock();
         let mut put = 0;

@@ -103,10 +103,11 @@ impl<D: Disk> IndexService<D> {
     }
 
     /// Indexes one record's keys (its `UNIQ_KEY` and `KEYS`, each as
-    /// `topic#key`): the topic is hashed once and the entries go in with
-    /// one lock and one header write per file. Keys that fill the current
-    /// file go on in one new file named by the record; keys past that one
-    /// (a record with more keys than a whole file holds) are not indexed.
+    /// `topic#key`): the topic is hashed once and the keys go in eight at a
+    /// time through [`put_run`](Self::put_run) — one lock and one header
+    /// write per file. Keys that fill the current file go on in one new file
+    /// named by the record; keys past that one (a record with more keys
+    /// than a whole file holds) are not indexed.
     pub(crate) fn put_keys<'k>(
         &self,
         topic: &str,
@@ -115,26 +116,26 @@ impl<D: Disk> IndexService<D> {
         store_ts_ms: i64,
     ) -> Result<()> {
         let prefix = topic_key_prefix(topic);
-        let mut hashes = [0i32; 8];
+        let mut entries = [(0i32, phys, store_ts_ms); 8];
         let mut n = 0;
-        let mut rolled = false;
         for key in keys {
-            hashes[n] = java_string_hash_extend(prefix, key);
+            entries[n].0 = java_string_hash_extend(prefix, key);
             n += 1;
-            if n == hashes.len() {
-                self.put_hashes(&hashes, phys, store_ts_ms, &mut rolled)?;
+            if n == entries.len() {
+                self.put_run(&entries)?;
                 n = 0;
             }
         }
-        self.put_hashes(&hashes[..n], phys, store_ts_ms, &mut rolled)
+        self.put_run(&entries[..n])
     }
 
     /// Indexes the keys of a run of records of one topic in log order
     /// (`(hash, phys, store_ts_ms)`, see [`topic_key_prefix`]; each record's
     /// keys next to each other) with one lock and one header write per file
     /// instead of per record. Rolls to a new file named by the record whose
-    /// keys no longer fit, as [`put_keys`](Self::put_keys) does; the keys of a
-    /// record that fill a whole file of its own are not indexed past it.
+    /// keys no longer fit; the keys of a record that fill a whole file of
+    /// its own are not indexed past it (a second file named by the same
+    /// record cannot exist).
     pub(crate) fn put_run(&self, entries: &[(i32, CommitLogOffset, i64)]) -> Result<()> {
         let mut rest = entries;
         while let Some(&(_, phys, _)) = rest.first() {
@@ -160,47 +161,6 @@ impl<D: Disk> IndexService<D> {
                 _ => self.roll(phys)?,
             };
             let put = file.put_entries(rest)?;
-            rest = &rest[put..];
-        }
-        Ok(())
-    }
-
-    /// Puts `hashes` into the writable file, rolling to a new one when it
-    /// is full unless a file named by this record exists already (a second
-    /// one cannot).
-    fn put_hashes(
-        &self,
-        hashes: &[i32],
-        phys: CommitLogOffset,
-        store_ts_ms: i64,
-        rolled: &mut bool,
-    ) -> Result<()> {
-        let mut rest = hashes;
-        while !rest.is_empty() {
-            let last = self
-                .lock()
-                .iter()
-                .next_back()
-                .map(|(start, f)| (*start, Arc::clone(f)));
-            // A file named by this record exists already when an earlier
-            // attempt to dispatch it rolled before failing.
-            *rolled |= last.as_ref().is_some_and(|(start, _)| *start == phys.0);
-            let file = match last {
-                Some((_, f)) if !f.is_full() => f,
-                _ if *rolled => {
-                    tracing::warn!(
-                        phys = phys.0,
-                        unindexed = rest.len(),
-                        "a record has more keys than an index file holds: the rest are not indexed"
-                    );
-                    return Ok(());
-                }
-                _ => {
-                    *rolled = true;
-                    self.roll(phys)?
-                }
-            };
-            let put = file.put_many(rest, phys, store_ts_ms)?;
             rest = &rest[put..];
         }
         Ok(())
