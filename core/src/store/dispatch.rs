@@ -143,6 +143,17 @@ pub(crate) struct Dispatcher {
     pub(crate) last_store_ms: i64,
 }
 
+impl Dispatcher {
+    /// Moves the cursor over the noted unit at it, dispatched (or nothing
+    /// to dispatch); a record's store time becomes the last one.
+    fn pass(&mut self, note: &Fresh) {
+        if !note.skip {
+            self.last_store_ms = note.store_ms;
+        }
+        self.cursor += u64::from(note.size);
+    }
+}
+
 impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// Dispatches every record below `limit` and below the confirmed-offset
     /// gate not yet dispatched, then tells the arrival listener which
@@ -238,10 +249,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let mut rest = notes;
         while let Some(note) = rest.first() {
             if note.skip || !is_dispatchable(note.sys_flag) {
-                if !note.skip {
-                    d.last_store_ms = note.store_ms;
-                }
-                d.cursor += u64::from(note.size);
+                d.pass(note);
                 rest = &rest[1..];
                 continue;
             }
@@ -274,8 +282,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         if q < queue.cq.max_offset() {
             for note in run {
                 self.dispatch_in_run(&Dispatched::from(note), last, grown)?;
-                d.cursor += u64::from(note.size);
-                d.last_store_ms = note.store_ms;
+                d.pass(note);
             }
             return Ok(());
         }
@@ -312,8 +319,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         }
         self.index.put_run(&keys)?;
         for note in run {
-            d.cursor += u64::from(note.size);
-            d.last_store_ms = note.store_ms;
+            d.pass(note);
         }
         Ok(())
     }
