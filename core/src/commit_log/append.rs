@@ -56,6 +56,25 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         Ok(())
     }
 
+    /// [`CommitLog::append_runs`] of one record, placed through the
+    /// writer's reused one-slot buffer (a send allocates nothing for it).
+    pub(super) fn append_one(
+        &self,
+        w: &mut Writer,
+        msg: Sized<'_>,
+        defer: bool,
+    ) -> Result<Appended> {
+        let mut out = std::mem::take(&mut w.one);
+        out.clear();
+        let appended = self.append_runs(w, &[msg], &mut out, defer);
+        let placed = out.pop();
+        w.one = out;
+        appended?;
+        placed.ok_or_else(|| Error::MessageRejected {
+            reason: "invariant: an append that succeeded placed its record".to_owned(),
+        })
+    }
+
     /// Ends the current segment with a blank record when a record of `len`
     /// bytes (and the blank after it) would not fit, moving to the next.
     fn roll_if_full(&self, w: &mut Writer, len: u64) -> Result<()> {

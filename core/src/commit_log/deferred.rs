@@ -34,13 +34,10 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         if w.pending.len() + len > PENDING_BYTES_MAX {
             self.write_pending(&mut w)?;
         }
-        let mut out = Vec::with_capacity(1);
-        self.append_runs(&mut w, &[(msg, len, crc)], &mut out, true)?;
+        let appended = self.append_one(&mut w, (msg, len, crc), true)?;
         self.deferring
             .store(!w.pending.is_empty(), Ordering::Release);
-        out.pop().ok_or_else(|| Error::MessageRejected {
-            reason: "invariant: an append that succeeded placed its record".to_owned(),
-        })
+        Ok(appended)
     }
 
     /// Writes the records [`CommitLog::append_deferred`] left in memory

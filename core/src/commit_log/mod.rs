@@ -79,6 +79,9 @@ struct Writer {
     /// `[pos - pending.len(), pos)` and not yet handed to the disk:
     /// `written` stays below them until [`CommitLog::write_pending`].
     pending: Vec<u8>,
+    /// Where a single record landed ([`CommitLog::append_one`]), reused so
+    /// a send allocates nothing for it.
+    one: Vec<Appended>,
 }
 
 /// The sequential log.
@@ -140,6 +143,7 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
                 last_store_ms: 0,
                 warmed_to: 0,
                 pending: Vec::new(),
+                one: Vec::with_capacity(1),
             }),
             written: AtomicU64::new(0),
             durability: GroupCommit::new(0),
@@ -230,13 +234,9 @@ impl<D: Disk, C: Clock> CommitLog<D, C> {
         let crc = body_crc(&msg.body);
         let mut w = self.lock_writer();
         self.durability.check()?;
-        let mut out = Vec::with_capacity(1);
-        let appended = self.append_runs(&mut w, &[(msg, len, crc)], &mut out, false);
+        let appended = self.append_one(&mut w, (msg, len, crc), false);
         self.publish(&w);
-        appended?;
-        out.pop().ok_or_else(|| Error::MessageRejected {
-            reason: "invariant: an append that succeeded placed its record".to_owned(),
-        })
+        appended
     }
 
     /// Appends several records under one hold of the put lock, so their
