@@ -136,6 +136,13 @@ fn one_dispatch_over_many_queues_puts_each_record_in_its_own_and_announces_each_
             .map(|&(_, _, m)| m);
         assert_eq!(last, Some(QueueOffset::new(max)), "{topic}/{queue_id}");
     }
+    // One dispatch walked them all: each queue is announced once, in
+    // (topic, queue) order, with its max.
+    let once: Vec<(&str, i32, u64)> = told
+        .iter()
+        .map(|(t, q, m)| (t.as_str(), *q, m.get()))
+        .collect();
+    assert_eq!(once, [("T", 0, 5), ("T", 1, 1), ("U", 0, 3)]);
 }
 
 /// A store whose ConsumeQueue segments hold 4 entries and whose index

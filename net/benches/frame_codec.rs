@@ -5,7 +5,7 @@
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use sluice_net::header::field::HeaderField;
-use sluice_net::header::{CommandHeader, SendMessageRequestHeaderV2};
+use sluice_net::header::{CommandHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use sluice_net::remoting::frame::{self, FrameLimits};
 use sluice_net::remoting::{request_code, SerializeType};
 use sluice_net::{ExtFields, RemotingCommand};
@@ -128,5 +128,33 @@ fn header_decode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, codec, header_decode);
+/// A stored send's answer as the broker builds it (typed header to
+/// `extFields`, the id, queue and offset rendered) and encodes it (JSON,
+/// as most clients ask).
+fn send_answer(c: &mut Criterion) {
+    let limits = FrameLimits::default();
+    let mut group = c.benchmark_group("send_answer");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("build_and_encode_json", |b| {
+        let mut buf = BytesMut::with_capacity(1024);
+        let mut offset = 1_234_567_i64;
+        b.iter(|| {
+            offset += 1;
+            let header = SendMessageResponseHeader::new(
+                "7F00000100002A9F000000000012D687",
+                3,
+                criterion::black_box(offset),
+            );
+            let mut cmd = RemotingCommand::success().with_header(&header);
+            cmd.opaque = 12_345;
+            cmd.serialize_type = SerializeType::Json;
+            buf.clear();
+            frame::encode(&cmd, &limits, &mut buf).expect("encodable");
+            criterion::black_box(buf.len())
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, codec, header_decode, send_answer);
 criterion_main!(benches);

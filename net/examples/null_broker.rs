@@ -12,6 +12,10 @@
 //! `pwrite` per request at a growing offset (no index, no queue, no sync):
 //! the ceiling of any broker that keeps messages in the page cache, which
 //! on a VM that returns freed pages to its host pays for every new page.
+//! `--flush-ms N` (with `--append`) also calls `fdatasync` on FILE every N
+//! ms from a thread of its own, as an async-flush broker writes back what
+//! it appended (Apache's `flushIntervalCommitLog` is 500 ms): the ceiling
+//! of a broker that stores and writes back, nothing more.
 //!
 //! With `--sync FILE` it instead overwrites a laid-out 64 MiB FILE in a
 //! ring, 1 body per `pwrite`, and calls `fdatasync` before answering, on
@@ -31,7 +35,7 @@
 //! the drain and push rows. Sends are still answered and never stored.
 //!
 //! `cargo run --release -p sluice-net --example null_broker -- [--namesrv ADDR] [--listen ADDR]
-//! [--append FILE | --sync FILE] [--backlog N]` (defaults `127.0.0.1:9876`, `127.0.0.1:10911`);
+//! [--append FILE [--flush-ms N] | --sync FILE] [--backlog N]` (defaults `127.0.0.1:9876`, `127.0.0.1:10911`);
 //! topics `BenchTopic` and `DrainTopic`, 4 queues each. The first request
 //! of each code is logged to stderr.
 
@@ -181,6 +185,21 @@ fn offset_msg_id(offset: i64) -> String {
     format!("7F00000100002A9F{offset:016X}")
 }
 
+/// Calls `fdatasync` on the sink's file every `period` from a thread of
+/// its own (as a broker's flush service writes back off the connections).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a benchmark example, outside the simulation's seams"
+)]
+fn flush_every(sink: Arc<Sink>, period: Duration) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(period);
+        if let Err(e) = sink.file.sync_data() {
+            eprintln!("null_broker: interval flush failed: {e}");
+        }
+    });
+}
+
 /// Wall-clock ms: store times, and when a sent-back message comes due.
 #[expect(
     clippy::disallowed_methods,
@@ -321,6 +340,12 @@ async fn main() {
         (true, false) => Some(Arc::new(Sink::synced(&sync))),
         (false, false) => panic!("null_broker: --append and --sync exclude each other"),
     };
+    let flush_ms: u64 = arg("--flush-ms", "0")
+        .parse()
+        .expect("null_broker: --flush-ms takes a number of milliseconds");
+    if let (Some(sink), true) = (&sink, flush_ms > 0) {
+        flush_every(Arc::clone(sink), Duration::from_millis(flush_ms));
+    }
     let started_ms = now_ms();
     let total = backlog_arg();
     let backlog = (total > 0).then(|| Arc::new(Backlog::new(total, store_host(&listen))));

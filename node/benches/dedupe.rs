@@ -65,8 +65,12 @@ fn full() -> DedupeWindow {
     for i in 0..KEYS_MAX {
         let props = Properties::parse(&stamped_properties(KEYS + i)).expect("props");
         let k = key(KEYS + i);
-        assert_eq!(w.claim("Topic", &k, 0), Claim::Claimed);
-        w.stored("Topic", &k, Stamp::of(&props).as_ref(), original(i), 0);
+        let Claim::Claimed(ticket) = w.claim("Topic", &k, 0) else {
+            panic!("{k} is new");
+        };
+        let stamp = Stamp::of(&props);
+        let stamped = stamp.as_ref().map(|s| ("Topic", s));
+        w.stored_claim(ticket, stamped, original(i), 0);
     }
     w
 }
@@ -74,8 +78,9 @@ fn full() -> DedupeWindow {
 /// One new message through the window, as the send path takes it.
 fn send_new(w: &DedupeWindow, key: &str, stamp: Option<&Stamp>, i: usize, now_ms: i64) {
     black_box(w.seen("Topic", stamp));
-    if w.claim("Topic", key, now_ms) == Claim::Claimed {
-        w.stored("Topic", key, stamp, original(i), now_ms);
+    if let Claim::Claimed(ticket) = w.claim("Topic", key, now_ms) {
+        let stamped = stamp.map(|s| ("Topic", s));
+        w.stored_claim(ticket, stamped, original(i), now_ms);
     }
 }
 

@@ -3,7 +3,7 @@
 //! appends and recovery. Invariant: the cursor only moves over records
 //! whose entries have been written, so everything below it is visible.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::clock::Clock;
@@ -81,36 +81,52 @@ impl<'a> From<&'a Fresh> for Dispatched<'a> {
     }
 }
 
-/// Each queue's new max offset, by topic: a topic is copied once per
-/// dispatch, not once per record.
-type Grown = BTreeMap<String, BTreeMap<i32, QueueOffset>>;
+/// The queues a dispatch grew, each with its new max offset, in the
+/// order the runs ended (a queue may appear more than once; the later
+/// entry is its max). Kept as the queues themselves: nothing is copied per
+/// run, and no map is built for the one or two queues a send touches.
+type Grown<D> = Vec<(Arc<ConsumeQueue<D>>, QueueOffset)>;
 
-fn note_grown(grown: &mut Grown, topic: &str, queue_id: i32, max: QueueOffset) {
-    if let Some(queues) = grown.get_mut(topic) {
-        queues.insert(queue_id, max);
-    } else {
-        grown.insert(topic.to_owned(), BTreeMap::from([(queue_id, max)]));
+/// Runs noted before [`compact_grown`] folds the list (a catch-up over a
+/// long log with queues interleaved stays bounded).
+const GROWN_FOLD_AT: usize = 4_096;
+
+/// Each queue of `grown` once, with its latest max, in (topic, queue)
+/// order.
+fn compact_grown<D: Disk>(grown: &mut Grown<D>) {
+    if grown.len() < 2 {
+        return;
     }
+    // Stable: among one queue's entries the last noted stays last.
+    grown.sort_by(|(a, _), (b, _)| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
+    // `dedup_by` hands the later entry first; the earlier one is kept,
+    // with the later max.
+    grown.dedup_by(|(later, later_max), (kept, kept_max)| {
+        let same = later.queue_id() == kept.queue_id() && later.topic() == kept.topic();
+        if same {
+            *kept_max = *later_max;
+        }
+        same
+    });
 }
 
 /// The queue of a run of records being dispatched (a batch's records
 /// share one), and its new max offset once an entry went in.
 struct LastQueue<D: Disk> {
-    topic: String,
-    queue_id: i32,
     cq: Arc<ConsumeQueue<D>>,
     grown: Option<QueueOffset>,
 }
 
-fn note_run_grown<D: Disk>(grown: &mut Grown, run: Option<LastQueue<D>>) {
+fn note_run_grown<D: Disk>(grown: &mut Grown<D>, run: Option<LastQueue<D>>) {
     if let Some(LastQueue {
-        topic,
-        queue_id,
+        cq,
         grown: Some(max),
-        ..
     }) = run
     {
-        note_grown(grown, &topic, queue_id, max);
+        grown.push((cq, max));
+        if grown.len() >= GROWN_FOLD_AT {
+            compact_grown(grown);
+        }
     }
 }
 
@@ -177,10 +193,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             .expect("invariant: lock not poisoned")
             .clone();
         if let Some(listener) = listener {
-            for (topic, queues) in grown {
-                for (queue_id, max) in queues {
-                    listener(&topic, queue_id, max);
-                }
+            compact_grown(&mut grown);
+            for (cq, max) in grown {
+                listener(cq.topic(), cq.queue_id(), max);
             }
         }
         outcome
@@ -191,7 +206,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// segment or an index file, EIO reading the log) stops it with the
     /// cursor on the record that failed, to be retried by a later dispatch;
     /// only a record that is not valid fences the store.
-    fn dispatch_below(&self, d: &mut Dispatcher, limit: u64, grown: &mut Grown) -> Result<()> {
+    fn dispatch_below(&self, d: &mut Dispatcher, limit: u64, grown: &mut Grown<D>) -> Result<()> {
         let mut last = None;
         let result = self.dispatch_runs_below(d, limit, &mut last, grown);
         // The last run's queue grew too (before a failure as well).
@@ -204,7 +219,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         d: &mut Dispatcher,
         limit: u64,
         last: &mut Option<LastQueue<D>>,
-        grown: &mut Grown,
+        grown: &mut Grown<D>,
     ) -> Result<()> {
         let mut notes = Vec::new();
         while d.cursor < limit {
@@ -244,7 +259,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         d: &mut Dispatcher,
         notes: &[Fresh],
         last: &mut Option<LastQueue<D>>,
-        grown: &mut Grown,
+        grown: &mut Grown<D>,
     ) -> Result<()> {
         let mut rest = notes;
         while let Some(note) = rest.first() {
@@ -272,7 +287,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         d: &mut Dispatcher,
         run: &[Fresh],
         last: &mut Option<LastQueue<D>>,
-        grown: &mut Grown,
+        grown: &mut Grown<D>,
     ) -> Result<()> {
         let Some(first) = run.first() else {
             return Ok(());
@@ -331,20 +346,15 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         topic: &str,
         queue_id: i32,
         last: &'l mut Option<LastQueue<D>>,
-        grown: &mut Grown,
+        grown: &mut Grown<D>,
     ) -> Result<&'l mut LastQueue<D>> {
         let same = last
             .as_ref()
-            .is_some_and(|l| l.queue_id == queue_id && l.topic == topic);
+            .is_some_and(|l| l.cq.queue_id() == queue_id && l.cq.topic() == topic);
         if !same {
             note_run_grown(grown, last.take());
             let (cq, _) = self.queues.get_or_open(topic, queue_id)?;
-            *last = Some(LastQueue {
-                topic: topic.to_owned(),
-                queue_id,
-                cq,
-                grown: None,
-            });
+            *last = Some(LastQueue { cq, grown: None });
         }
         Ok(last.as_mut().expect("invariant: set above"))
     }
@@ -356,7 +366,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         &self,
         rec: &Dispatched<'_>,
         last: &mut Option<LastQueue<D>>,
-        grown: &mut Grown,
+        grown: &mut Grown<D>,
     ) -> Result<()> {
         if !is_dispatchable(rec.sys_flag) {
             return Ok(());

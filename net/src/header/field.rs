@@ -28,9 +28,8 @@ macro_rules! numeric_field {
                 text.parse().ok()
             }
             fn render_into(&self, out: &mut String) {
-                use std::fmt::Write;
-                // Writing to a String cannot fail.
-                let _ = write!(out, "{self}");
+                // The same digits as `Display` (and Java's `toString()`).
+                out.push_str(itoa::Buffer::new().format(*self));
             }
         }
     )*};

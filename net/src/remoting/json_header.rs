@@ -49,24 +49,7 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut impl BufMut) {
 }
 
 fn put_int(dst: &mut impl BufMut, value: i32) {
-    let mut buf = [0u8; 11];
-    let mut pos = buf.len();
-    let negative = value < 0;
-    let mut v = value.unsigned_abs();
-    loop {
-        pos -= 1;
-        // `v % 10` is below 10, so the cast cannot truncate.
-        buf[pos] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    if negative {
-        pos -= 1;
-        buf[pos] = b'-';
-    }
-    dst.put_slice(&buf[pos..]);
+    dst.put_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// Writes `s` as a JSON string literal, escaping quotes, backslashes and

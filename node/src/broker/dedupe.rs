@@ -27,6 +27,7 @@ use sluice_core::message::{
 use sluice_core::disk::Disk;
 use sluice_core::Clock;
 
+pub use self::ring::Ticket;
 use self::ring::{Found, Ring};
 use self::sequences::{Seen, Sequences, Stamp};
 use super::{Broker, TIMER_TOPIC};
@@ -90,8 +91,10 @@ pub enum Claim {
     Stored(Original),
     /// Another send with this key is being stored now.
     InFlight,
-    /// New: the caller stores it, then calls `stored` (or `release`).
-    Claimed,
+    /// New, and claimed now: the caller stores it, then calls
+    /// [`DedupeWindow::stored_claim`] (or [`DedupeWindow::release_claim`])
+    /// with the ticket.
+    Claimed(Ticket),
 }
 
 impl Original {
@@ -184,8 +187,32 @@ impl DedupeWindow {
         match ring.claim(hash, topic, key) {
             Found::Stored(original) => Claim::Stored(original),
             Found::InFlight => Claim::InFlight,
-            Found::Absent => Claim::Claimed,
+            Found::Claimed(ticket) => Claim::Claimed(ticket),
         }
+    }
+
+    /// The key claimed under `ticket` (a send to `topic` stamped `stamp`,
+    /// if any) was stored at `stored_ms` as `original`: the send path's
+    /// [`stored`](Self::stored), without the key's strings or a second
+    /// hash of them.
+    pub fn stored_claim(
+        &self,
+        ticket: Ticket,
+        stamped: Option<(&str, &Stamp)>,
+        original: Original,
+        stored_ms: i64,
+    ) {
+        if let Some((topic, stamp)) = stamped {
+            self.sequences.stored(topic, stamp, original);
+        }
+        let mut ring = self.lock();
+        ring.store_claimed(ticket, original, stored_ms);
+        self.expire(&mut ring, stored_ms);
+    }
+
+    /// The key claimed under `ticket` was not stored: forget the claim.
+    pub fn release_claim(&self, ticket: Ticket) {
+        self.lock().release_claim(ticket);
     }
 
     /// The claimed key (and `stamp`, if any) was stored at `stored_ms` as
@@ -253,9 +280,11 @@ impl DedupeWindow {
         }
     }
 
-    /// Empties the window (before a rebuild).
+    /// Empties the window of stored keys (before a rebuild); claims in
+    /// flight stay, so their sends still end as they would have and a
+    /// retry racing one still waits for it.
     pub fn clear(&self) {
-        *self.lock() = Ring::default();
+        self.lock().clear_stored();
         self.sequences.clear();
     }
 

@@ -31,7 +31,18 @@ struct Stored {
 /// A claim in flight.
 struct Claimed {
     hash: u64,
+    /// Names this claim to its [`Ticket`] (unique within the ring).
+    token: u64,
     key: Key<2>,
+}
+
+/// What a claim is found by when its send ends: the key's hash and the
+/// claim's token, so the send path neither keeps the key's strings nor
+/// hashes them again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    hash: u64,
+    token: u64,
 }
 
 /// The keys of a window. A key stored again leaves its older ring item
@@ -45,6 +56,7 @@ pub(super) struct Ring {
     items: VecDeque<Stored>,
     first_seq: u64,
     claims: HashTable<Claimed>,
+    next_token: u64,
 }
 
 impl Default for Ring {
@@ -55,6 +67,7 @@ impl Default for Ring {
             items: VecDeque::new(),
             first_seq: 0,
             claims: HashTable::new(),
+            next_token: 0,
         }
     }
 }
@@ -63,7 +76,8 @@ impl Default for Ring {
 pub(super) enum Found {
     Stored(Original),
     InFlight,
-    Absent,
+    /// Absent, and claimed now.
+    Claimed(Ticket),
 }
 
 impl Ring {
@@ -86,8 +100,7 @@ impl Ring {
             .copied()
     }
 
-    /// Looks the key up; claims it when absent (so `Found::Absent` means
-    /// "claimed now").
+    /// Looks the key up; claims it when absent.
     pub fn claim(&mut self, hash: u64, topic: &str, key: &str) -> Found {
         let parts = [topic, key];
         if let Some(seq) = self.find_stored(hash, parts) {
@@ -100,11 +113,14 @@ impl Ring {
         {
             hashbrown::hash_table::Entry::Occupied(_) => Found::InFlight,
             hashbrown::hash_table::Entry::Vacant(v) => {
+                let token = self.next_token;
+                self.next_token += 1;
                 v.insert(Claimed {
                     hash,
+                    token,
                     key: Key::new(parts),
                 });
-                Found::Absent
+                Found::Claimed(Ticket { hash, token })
             }
         }
     }
@@ -114,6 +130,14 @@ impl Ring {
         let parts = [topic, key];
         self.claims
             .find_entry(hash, |c| c.hash == hash && c.key.parts() == parts)
+            .ok()
+            .map(|e| e.remove().0.key)
+    }
+
+    /// Ends the claim of `ticket`, if it still stands; its key object.
+    pub fn release_claim(&mut self, ticket: Ticket) -> Option<Key<2>> {
+        self.claims
+            .find_entry(ticket.hash, |c| c.token == ticket.token)
             .ok()
             .map(|e| e.remove().0.key)
     }
@@ -139,6 +163,24 @@ impl Ring {
                 slot.remove();
             }
         }
+        self.push_stored(hash, held, original, at_ms);
+    }
+
+    /// Records the key claimed under `ticket` stored at `at_ms` as
+    /// `original`, and ends the claim; nothing when the claim no longer
+    /// stands (released, or ended by a store of its key by name). A
+    /// claimed key is never stored (a claim is only taken when the key is
+    /// absent, and the window's other writers skip claimed keys), so no
+    /// older item of it is looked for.
+    pub fn store_claimed(&mut self, ticket: Ticket, original: Original, at_ms: i64) {
+        if let Some(key) = self.release_claim(ticket) {
+            self.push_stored(ticket.hash, key, original, at_ms);
+        }
+    }
+
+    /// Appends the stored `key` to the ring and names its item in the
+    /// table.
+    fn push_stored(&mut self, hash: u64, held: Key<2>, original: Original, at_ms: i64) {
         let seq = self.first_seq + self.items.len() as u64;
         self.items.push_back(Stored {
             hash,
@@ -178,6 +220,14 @@ impl Ring {
     /// Keys stored now (claims in flight not counted).
     pub fn stored_keys(&self) -> usize {
         self.table.len()
+    }
+
+    /// Forgets every stored key; the claims in flight stay (their sends
+    /// still end with a store or a release).
+    pub fn clear_stored(&mut self) {
+        self.table = HashTable::new();
+        self.items = VecDeque::new();
+        self.first_seq = 0;
     }
 }
 

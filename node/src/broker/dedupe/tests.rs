@@ -15,7 +15,10 @@ fn original(offset: i64) -> Original {
 
 /// Claims `key` on `topic` and stores it as `original(offset)` at `at_ms`.
 fn store(w: &DedupeWindow, topic: &str, key: &str, offset: i64, at_ms: i64) {
-    assert_eq!(w.claim(topic, key, at_ms), Claim::Claimed, "{key} is new");
+    assert!(
+        matches!(w.claim(topic, key, at_ms), Claim::Claimed(_)),
+        "{key} is new"
+    );
     w.stored(topic, key, None, original(offset), at_ms);
 }
 
@@ -24,18 +27,18 @@ fn a_stored_key_is_a_hit_with_the_original_and_other_keys_or_topics_miss() {
     let w = DedupeWindow::new(60_000, 10);
     store(&w, "T", "K1", 5, 1_000);
     assert_eq!(w.claim("T", "K1", 2_000), Claim::Stored(original(5)));
-    assert_eq!(w.claim("T", "K2", 2_000), Claim::Claimed);
+    assert!(matches!(w.claim("T", "K2", 2_000), Claim::Claimed(_)));
     // The window is per topic: the same key on another topic is new.
-    assert_eq!(w.claim("U", "K1", 2_000), Claim::Claimed);
+    assert!(matches!(w.claim("U", "K1", 2_000), Claim::Claimed(_)));
 }
 
 #[test]
 fn a_claim_in_flight_is_seen_and_a_released_claim_is_forgotten() {
     let w = DedupeWindow::new(60_000, 10);
-    assert_eq!(w.claim("T", "K", 0), Claim::Claimed);
+    assert!(matches!(w.claim("T", "K", 0), Claim::Claimed(_)));
     assert_eq!(w.claim("T", "K", 1), Claim::InFlight);
     w.release("T", "K");
-    assert_eq!(w.claim("T", "K", 2), Claim::Claimed);
+    assert!(matches!(w.claim("T", "K", 2), Claim::Claimed(_)));
     // Release never drops a stored key.
     w.stored("T", "K", None, original(3), 2);
     w.release("T", "K");
@@ -47,7 +50,7 @@ fn a_key_expires_once_older_than_the_window_by_the_clock() {
     let w = DedupeWindow::new(10_000, 10);
     store(&w, "T", "K", 7, 1_000);
     assert_eq!(w.claim("T", "K", 11_000), Claim::Stored(original(7)));
-    assert_eq!(w.claim("T", "K", 11_001), Claim::Claimed);
+    assert!(matches!(w.claim("T", "K", 11_001), Claim::Claimed(_)));
     assert_eq!(w.len(), 0);
 }
 
@@ -59,7 +62,10 @@ fn past_the_key_cap_the_oldest_keys_go_first() {
         store(&w, "T", key, i, 1_000 + i);
     }
     assert_eq!(w.len(), 3);
-    assert_eq!(w.claim("T", "A", 2_000), Claim::Claimed, "oldest evicted");
+    assert!(
+        matches!(w.claim("T", "A", 2_000), Claim::Claimed(_)),
+        "oldest evicted"
+    );
     assert_eq!(w.claim("T", "B", 2_000), Claim::Stored(original(1)));
     assert_eq!(w.claim("T", "D", 2_000), Claim::Stored(original(3)));
 }
@@ -75,17 +81,19 @@ fn stale_expiry_items_never_drop_a_newer_slot() {
     store(&w, "T", "B", 3, 1_002);
     assert_eq!(w.claim("T", "A", 1_003), Claim::Stored(original(2)));
     store(&w, "T", "C", 4, 1_004);
-    assert_eq!(
-        w.claim("T", "A", 1_005),
-        Claim::Claimed,
+    assert!(
+        matches!(w.claim("T", "A", 1_005), Claim::Claimed(_)),
         "its live item expired"
     );
     w.release("T", "A");
     // B's item is next; a new claim of A in flight stays through expiry.
-    assert_eq!(w.claim("T", "A", 1_006), Claim::Claimed);
+    assert!(matches!(w.claim("T", "A", 1_006), Claim::Claimed(_)));
     store(&w, "T", "D", 5, 1_007);
     assert_eq!(w.claim("T", "A", 1_008), Claim::InFlight);
-    assert_eq!(w.claim("T", "B", 1_008), Claim::Claimed, "B expired");
+    assert!(
+        matches!(w.claim("T", "B", 1_008), Claim::Claimed(_)),
+        "B expired"
+    );
     assert_eq!(w.claim("T", "C", 1_008), Claim::Stored(original(4)));
 }
 
@@ -177,9 +185,8 @@ fn rebuild_takes_the_first_record_of_each_key_and_answers_as_the_send_did() {
     };
     assert_eq!((d.queue_id, d.queue_offset), (3, 0));
     for (topic, key) in [("T", "E"), ("%RETRY%g", "R"), ("T", "H")] {
-        assert_eq!(
-            w.claim(topic, key, 6_000),
-            Claim::Claimed,
+        assert!(
+            matches!(w.claim(topic, key, 6_000), Claim::Claimed(_)),
             "{key} not rebuilt"
         );
     }
@@ -205,20 +212,17 @@ fn rebuild_keeps_the_window_and_the_cap() {
     store(&w, "T", "Before", 99, 54_000);
     w.rebuild(std::iter::once(&old).chain(keys_in.iter()), 55_000);
     assert_eq!(w.len(), 3);
-    assert_eq!(
-        w.claim("T", "Old", 55_000),
-        Claim::Claimed,
+    assert!(
+        matches!(w.claim("T", "Old", 55_000), Claim::Claimed(_)),
         "past the window"
     );
-    assert_eq!(
-        w.claim("T", "K1", 55_000),
-        Claim::Claimed,
+    assert!(
+        matches!(w.claim("T", "K1", 55_000), Claim::Claimed(_)),
         "evicted by the cap"
     );
     assert!(matches!(w.claim("T", "K4", 55_000), Claim::Stored(_)));
-    assert_eq!(
-        w.claim("T", "Before", 55_000),
-        Claim::Claimed,
+    assert!(
+        matches!(w.claim("T", "Before", 55_000), Claim::Claimed(_)),
         "rebuild replaced it"
     );
 }
@@ -234,9 +238,8 @@ fn rebuild_recovers_stamped_numbers_older_than_the_window_over_the_longer_span()
     let w = DedupeWindow::new(10_000, 100).with_sequences(10, 3_600_000);
     assert_eq!(w.rebuild_since_ms(4_000_000), 400_000, "the longer span");
     w.rebuild([&rec], 55_000);
-    assert_eq!(
-        w.claim("T", "S1", 55_000),
-        Claim::Claimed,
+    assert!(
+        matches!(w.claim("T", "S1", 55_000), Claim::Claimed(_)),
         "past the window"
     );
     w.release("T", "S1");
@@ -251,4 +254,24 @@ fn rebuild_recovers_stamped_numbers_older_than_the_window_over_the_longer_span()
     assert_eq!(off.seen("T", stamp.as_ref()), Seen::New);
     let short = DedupeWindow::new(10_000, 100).with_sequences(0, 3_600_000);
     assert_eq!(short.rebuild_since_ms(4_000_000), 3_990_000);
+}
+
+/// A rebuild forgets stored keys but not the claims of sends still being
+/// stored: a retry racing one still waits, and its ticket still records it.
+#[test]
+fn a_rebuild_keeps_the_claims_in_flight_and_their_tickets() {
+    let w = DedupeWindow::new(60_000, 10);
+    store(&w, "T", "Stored", 1, 1_000);
+    let Claim::Claimed(ticket) = w.claim("T", "Flying", 1_000) else {
+        panic!("Flying is new");
+    };
+    w.rebuild(std::iter::empty(), 1_001);
+    assert!(matches!(w.claim("T", "Stored", 1_002), Claim::Claimed(_)));
+    assert_eq!(w.claim("T", "Flying", 1_002), Claim::InFlight);
+    w.stored_claim(ticket, None, original(2), 1_003);
+    assert_eq!(w.claim("T", "Flying", 1_004), Claim::Stored(original(2)));
+    // A ticket whose claim ended records nothing again.
+    w.release_claim(ticket);
+    w.stored_claim(ticket, None, original(3), 1_005);
+    assert_eq!(w.claim("T", "Flying", 1_006), Claim::Stored(original(2)));
 }

@@ -301,12 +301,13 @@ async fn send_one<D: Disk, C: Clock>(
     if let Some(group) = dlq_group {
         b.stats().sent_to_dlq(&group, u64::from(a.size));
     }
-    let id = offset_msg_id(b.store_host(), a.phys_offset.to_wire());
+    let host = b.store_host();
+    let id = offset_msg_id(host, a.phys_offset.to_wire());
     let q = a.queue_offset.to_wire();
     if let Some(claim) = claim {
         let end = a.end().get();
         let original = Original {
-            store_host: b.store_host(),
+            store_host: host,
             phys_offset: a.phys_offset.to_wire(),
             queue_id,
             queue_offset: q,

@@ -29,7 +29,7 @@ use sluice_net::remoting::response_code;
 use sluice_net::RemotingCommand;
 
 use crate::broker::dedupe::sequences::{Seen, Stamp};
-use crate::broker::dedupe::{dedupes_topic, Claim, DedupeWindow, Original};
+use crate::broker::dedupe::{dedupes_topic, Claim, DedupeWindow, Original, Ticket};
 use crate::broker::Broker;
 use crate::dispatch::{Refusal, Reply};
 
@@ -50,24 +50,21 @@ pub(super) enum Once<'a> {
 }
 
 /// A key claimed in the window, released unless it is recorded as stored.
+/// It keeps the claim's ticket, not the key: the topic only for a stamped
+/// send (its number is recorded under it).
 pub(super) struct Claimed<'a> {
     window: &'a DedupeWindow,
-    topic: String,
-    key: String,
-    stamp: Option<Stamp>,
+    ticket: Ticket,
+    stamped: Option<(String, Stamp)>,
     done: bool,
 }
 
 impl Claimed<'_> {
     /// The claimed message was stored and answered as `original`.
     pub(super) fn stored(mut self, original: Original, stored_ms: i64) {
-        self.window.stored(
-            &self.topic,
-            &self.key,
-            self.stamp.as_ref(),
-            original,
-            stored_ms,
-        );
+        let stamped = self.stamped.as_ref().map(|(t, s)| (t.as_str(), s));
+        self.window
+            .stored_claim(self.ticket, stamped, original, stored_ms);
         self.done = true;
     }
 }
@@ -75,7 +72,7 @@ impl Claimed<'_> {
 impl Drop for Claimed<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.window.release(&self.topic, &self.key);
+            self.window.release_claim(self.ticket);
         }
     }
 }
@@ -104,12 +101,11 @@ pub(super) async fn claim<'a, D: Disk, C: Clock>(
         }
         match window.claim(topic, key, b.now_ms()) {
             Claim::Stored(original) => return Ok(Once::Duplicate(original)),
-            Claim::Claimed => {
+            Claim::Claimed(ticket) => {
                 return Ok(Once::Store(Some(Claimed {
                     window,
-                    topic: topic.to_owned(),
-                    key: key.to_owned(),
-                    stamp,
+                    ticket,
+                    stamped: stamp.map(|s| (topic.to_owned(), s)),
                     done: false,
                 })))
             }

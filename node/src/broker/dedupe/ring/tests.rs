@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use proptest::prelude::*;
 
-use super::super::{Claim, DedupeWindow, Original};
+use super::super::{Claim, DedupeWindow, Original, Ticket};
 
 const WINDOW_MS: u64 = 200;
 const CAP: usize = 5;
@@ -39,14 +39,14 @@ impl Model {
         }
     }
 
-    fn claim(&mut self, id: (u8, u8), now_ms: i64) -> Claim {
+    fn claim(&mut self, id: (u8, u8), now_ms: i64) -> Found {
         self.expire(now_ms);
         match self.slots.get(&id) {
-            Some(Slot::Stored { original, .. }) => Claim::Stored(*original),
-            Some(Slot::Pending) => Claim::InFlight,
+            Some(Slot::Stored { original, .. }) => Found::Stored(*original),
+            Some(Slot::Pending) => Found::InFlight,
             None => {
                 self.slots.insert(id, Slot::Pending);
-                Claim::Claimed
+                Found::Claimed
             }
         }
     }
@@ -71,11 +71,33 @@ impl Model {
     }
 }
 
+/// A claim's answer without its ticket.
+#[derive(Debug, PartialEq, Eq)]
+enum Found {
+    Stored(Original),
+    InFlight,
+    Claimed,
+}
+
+fn found(claim: &Claim) -> Found {
+    match claim {
+        Claim::Stored(o) => Found::Stored(*o),
+        Claim::InFlight => Found::InFlight,
+        Claim::Claimed(_) => Found::Claimed,
+    }
+}
+
+/// Steps on the window: by key (`Stored`, `Release`, as a rebuild and the
+/// tests record keys) and by the ticket of the key's standing claim, as
+/// the send path does (`StoredClaim`, `ReleaseClaim`; nothing when the key
+/// has no claim standing).
 #[derive(Clone, Debug)]
 enum Op {
     Claim(u8, u8),
     Stored(u8, u8),
     Release(u8, u8),
+    StoredClaim(u8, u8),
+    ReleaseClaim(u8, u8),
 }
 
 fn op() -> impl Strategy<Value = (Op, i64)> {
@@ -83,7 +105,9 @@ fn op() -> impl Strategy<Value = (Op, i64)> {
     let op = prop_oneof![
         3 => id.clone().prop_map(|(t, k)| Op::Claim(t, k)),
         3 => id.clone().prop_map(|(t, k)| Op::Stored(t, k)),
-        1 => id.prop_map(|(t, k)| Op::Release(t, k)),
+        1 => id.clone().prop_map(|(t, k)| Op::Release(t, k)),
+        3 => id.clone().prop_map(|(t, k)| Op::StoredClaim(t, k)),
+        1 => id.prop_map(|(t, k)| Op::ReleaseClaim(t, k)),
     ];
     (op, 0i64..60)
 }
@@ -107,21 +131,39 @@ proptest! {
     ) {
         let window = DedupeWindow::new(WINDOW_MS, CAP);
         let mut model = Model::default();
+        let mut tickets: BTreeMap<(u8, u8), Ticket> = BTreeMap::new();
         let mut now = 0i64;
         for (i, (op, dt)) in ops.into_iter().enumerate() {
             now += dt;
             match op {
                 Op::Claim(t, k) => {
                     let got = window.claim(&format!("T{t}"), &format!("K{k}"), now);
-                    prop_assert_eq!(got, model.claim((t, k), now), "step {}", i);
+                    prop_assert_eq!(found(&got), model.claim((t, k), now), "step {}", i);
+                    if let Claim::Claimed(ticket) = got {
+                        tickets.insert((t, k), ticket);
+                    }
                 }
                 Op::Stored(t, k) => {
                     window.stored(&format!("T{t}"), &format!("K{k}"), None, original(i), now);
                     model.stored((t, k), original(i), now);
+                    tickets.remove(&(t, k));
                 }
                 Op::Release(t, k) => {
                     window.release(&format!("T{t}"), &format!("K{k}"));
                     model.release((t, k));
+                    tickets.remove(&(t, k));
+                }
+                Op::StoredClaim(t, k) => {
+                    if let Some(ticket) = tickets.remove(&(t, k)) {
+                        window.stored_claim(ticket, None, original(i), now);
+                        model.stored((t, k), original(i), now);
+                    }
+                }
+                Op::ReleaseClaim(t, k) => {
+                    if let Some(ticket) = tickets.remove(&(t, k)) {
+                        window.release_claim(ticket);
+                        model.release((t, k));
+                    }
                 }
             }
             prop_assert_eq!(window.len(), model.len(), "step {}", i);
