@@ -37,7 +37,7 @@
 //! metrics_series_cap = 5000         # label sets per metric family; past it, `other`
 //! stats = true                      # false: record nothing on the hot path (to measure its cost)
 //! dedupe_window_ms = 600000         # a retried send (same UNIQ_KEY) stored this recently is not
-//! dedupe_window_keys = 100000       # stored again; at most this many keys (0: no dedupe)
+//! dedupe_window_keys = 100000       # stored again; at least the newest this many keys (0: no dedupe)
 //! dedupe_producer_lanes = 10000     # Sluice producers' numbered sends: exact beyond the window
 //! dedupe_sequences_rebuild_ms = 600000 # log read on open to rebuild them (if longer than the window)
 //! frame_deadline_ms = 30000         # close a connection that began a frame and stalled (0: never)

@@ -125,8 +125,9 @@ pub struct BrokerConfig {
     /// original's position instead of storing it again (0: no dedupe);
     /// see `broker::dedupe` and docs/dedupe.md.
     pub dedupe_window_ms: u64,
-    /// At most this many keys in the dedupe window (the broker's, over all
-    /// topics; oldest dropped first); 0: no dedupe.
+    /// The dedupe window remembers at least the newest this many keys (the
+    /// broker's, over all topics) and at most twice as many (two
+    /// generations, the older dropped whole); 0: no dedupe.
     pub dedupe_window_keys: usize,
     /// Producer lanes (topic, producer id, first queue) whose stamped
     /// sequence numbers are remembered, exact beyond the window (least

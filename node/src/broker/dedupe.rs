@@ -1,6 +1,7 @@
 //! The dedupe window of retried sends: per topic, the `UNIQ_KEY`s stored
-//! recently (at most `dedupe_window_ms` ago, at most `dedupe_window_keys`
-//! over the broker, oldest dropped first), each mapped to where the
+//! recently (at most `dedupe_window_ms` ago; at least the newest
+//! `dedupe_window_keys` over the broker and at most twice as many, dropped
+//! a generation at a time — see `ring`), each mapped to where the
 //! original was stored and how it was answered. A send whose key is in the
 //! window is answered with the original's position and not stored again
 //! (see `handlers::send_dedupe` and docs/dedupe.md).
@@ -119,12 +120,13 @@ pub struct DedupeWindow {
 }
 
 impl DedupeWindow {
-    /// A window of `window_ms` and at most `keys_max` keys (either 0: off).
+    /// A window of `window_ms` that remembers at least the newest
+    /// `keys_max` keys and at most twice as many (either 0: off).
     pub fn new(window_ms: u64, keys_max: usize) -> Self {
         Self {
             window_ms,
             keys_max,
-            state: Mutex::default(),
+            state: Mutex::new(Ring::new(keys_max)),
             sequences: Sequences::new(0),
             sequences_rebuild_ms: 0,
         }
@@ -181,10 +183,11 @@ impl DedupeWindow {
 
     /// Looks `key` of `topic` up at `now_ms`, claiming it when new.
     pub fn claim(&self, topic: &str, key: &str, now_ms: i64) -> Claim {
+        let cutoff = self.since_ms(now_ms);
         let mut ring = self.lock();
-        self.expire(&mut ring, now_ms);
-        let hash = ring.hash(topic, key);
-        match ring.claim(hash, topic, key) {
+        ring.expire(cutoff);
+        let id = ring.id(topic, key);
+        match ring.claim(id, cutoff) {
             Found::Stored(original) => Claim::Stored(original),
             Found::InFlight => Claim::InFlight,
             Found::Claimed(ticket) => Claim::Claimed(ticket),
@@ -207,7 +210,7 @@ impl DedupeWindow {
         }
         let mut ring = self.lock();
         ring.store_claimed(ticket, original, stored_ms);
-        self.expire(&mut ring, stored_ms);
+        ring.expire(self.since_ms(stored_ms));
     }
 
     /// The key claimed under `ticket` was not stored: forget the claim.
@@ -229,29 +232,16 @@ impl DedupeWindow {
             self.sequences.stored(topic, stamp, original);
         }
         let mut ring = self.lock();
-        let hash = ring.hash(topic, key);
-        ring.store(hash, topic, key, original, stored_ms);
-        self.expire(&mut ring, stored_ms);
+        let id = ring.id(topic, key);
+        ring.store(id, original, stored_ms);
+        ring.expire(self.since_ms(stored_ms));
     }
 
     /// The claimed key was not stored: forget the claim.
     pub fn release(&self, topic: &str, key: &str) {
         let mut ring = self.lock();
-        let hash = ring.hash(topic, key);
-        ring.release(hash, topic, key);
-    }
-
-    /// Drops stored keys older than the window, then the oldest while over
-    /// the cap. Claims in flight stay.
-    fn expire(&self, ring: &mut Ring, now_ms: i64) {
-        let window = i64::try_from(self.window_ms).unwrap_or(i64::MAX);
-        let cutoff = now_ms.saturating_sub(window);
-        while let Some(oldest_ms) = ring.oldest_ms() {
-            if oldest_ms >= cutoff && ring.items() <= self.keys_max {
-                break;
-            }
-            ring.evict_oldest();
-        }
+        let id = ring.id(topic, key);
+        ring.release(id);
     }
 
     /// The stored time from which records belong in the window at `now_ms`.
@@ -299,11 +289,12 @@ impl DedupeWindow {
         if let Some(stamp) = &sent.stamp {
             self.sequences.stored(&topic, stamp, original);
         }
+        let cutoff = self.since_ms(now_ms);
         let mut ring = self.lock();
-        let hash = ring.hash(&topic, &key);
-        if !ring.holds(hash, &topic, &key) {
-            ring.store(hash, &topic, &key, original, rec.store_timestamp_ms);
-            self.expire(&mut ring, now_ms);
+        let id = ring.id(&topic, &key);
+        if !ring.holds(id, cutoff) {
+            ring.store(id, original, rec.store_timestamp_ms);
+            ring.expire(cutoff);
         }
     }
 }

@@ -1,75 +1,147 @@
-//! The window's keys: the stored ones in store order (a ring, oldest at
-//! the front) with a hash table from each key to its place in the ring, and
-//! the claims in flight apart.
+//! The window's keys: two generations of stored keys (the current one takes
+//! every new key; when it holds the cap, it becomes the previous one and
+//! the old previous one is dropped whole), and the claims in flight apart.
 //!
-//! A full window evicts one key per new one, and the evicted key is the
-//! coldest in memory. The ring keeps each key's hash beside it, so an
-//! eviction reads the ring's front (sequential, prefetched) and finds the
-//! key's table slot by that hash alone: the slot holds the key's sequence
-//! number, compared without following it anywhere. An `IndexMap` with a
-//! separate expiry queue touched five cold places per eviction (its control
-//! group, bucket, entry, then the bucket of the entry `swap_remove` moved);
-//! this touches the table's control group and slot, and frees the key
-//! (criterion and paired runs: docs/benchmarks.md, issue 20).
+//! A key is kept as a 128-bit identity: two independently keyed 64-bit
+//! hashes of its topic and text, not the text. An item is a fixed-size
+//! value in its generation's array (written in store order), found through
+//! a table of 4-byte indices: no allocation per key, nothing to free when
+//! it goes. Two different keys share an identity with probability about
+//! 2^-128 per pair (the hashes are keyed with secrets drawn per process, so
+//! no client can aim for it): below 10^-28 for a full window of 200,000
+//! keys.
+//!
+//! Why generations: a window that drops exactly its oldest key per new one
+//! must find that key's table slot, which is cold (stored 100,000 sends
+//! ago), and free its key. That eviction was the largest single part of the
+//! window's cost on the send path (two dependent cache misses per send).
+//! Dropping a generation whole costs one pass over its control bytes per
+//! `cap` sends, and the tables keep their memory for the next generation.
+//! The price is the cap's meaning: the window remembers at least the newest
+//! `cap` keys and at most twice as many (docs/dedupe.md). Time expiry stays
+//! exact: a stored key older than the window is never answered from, and a
+//! generation whose newest key is older than the window is dropped.
 
-use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 
 use hashbrown::HashTable;
 
-use super::key::{Key, Parts};
+use super::key::Parts;
 use super::Original;
 
-/// One stored key, in store order.
+/// A key's identity: its topic and text under two keyed hashes. `lo` is
+/// also its hash in the tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Id {
+    lo: u64,
+    hi: u64,
+}
+
+/// One stored key.
+#[derive(Clone, Copy)]
 struct Stored {
-    hash: u64,
-    key: Key<2>,
+    id: Id,
     original: Original,
     at_ms: i64,
 }
 
-/// A claim in flight.
-struct Claimed {
-    hash: u64,
-    /// Names this claim to its [`Ticket`] (unique within the ring).
-    token: u64,
-    key: Key<2>,
+/// Keys stored in one span of sends: the items in store order, and a
+/// table from each key's identity to its item (4 bytes a slot, so the
+/// table a lookup touches stays small; the items are written in order).
+struct Generation {
+    table: HashTable<u32>,
+    items: Vec<Stored>,
+    /// The newest store time in the generation (`i64::MIN` when empty).
+    newest_ms: i64,
 }
 
-/// What a claim is found by when its send ends: the key's hash and the
-/// claim's token, so the send path neither keeps the key's strings nor
+impl Default for Generation {
+    fn default() -> Self {
+        Self {
+            table: HashTable::new(),
+            items: Vec::new(),
+            newest_ms: i64::MIN,
+        }
+    }
+}
+
+impl Generation {
+    fn item(&self, at: u32) -> &Stored {
+        &self.items[at as usize]
+    }
+
+    fn get(&self, id: Id) -> Option<&Stored> {
+        let at = self.table.find(id.lo, |&at| self.item(at).id == id)?;
+        Some(self.item(*at))
+    }
+
+    fn remove(&mut self, id: Id) {
+        let items = &self.items;
+        if let Ok(e) = self
+            .table
+            .find_entry(id.lo, |&at| items[at as usize].id == id)
+        {
+            e.remove();
+        }
+    }
+
+    /// Keys in the generation.
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Puts the item: over the key's older item, if it has one here.
+    fn put(&mut self, item: Stored) {
+        let id = item.id;
+        let items = &mut self.items;
+        let slot = self.table.entry(
+            id.lo,
+            |&at| items[at as usize].id == id,
+            |&at| items[at as usize].id.lo,
+        );
+        match slot {
+            hashbrown::hash_table::Entry::Occupied(e) => items[*e.get() as usize] = item,
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let at = u32::try_from(items.len()).unwrap_or(u32::MAX);
+                items.push(item);
+                v.insert(at);
+            }
+        }
+        self.newest_ms = self.newest_ms.max(item.at_ms);
+    }
+
+    /// Empties the generation, keeping its memory.
+    fn clear(&mut self) {
+        self.table.clear();
+        self.items.clear();
+        self.newest_ms = i64::MIN;
+    }
+}
+
+/// A claim in flight.
+struct Claimed {
+    id: Id,
+    /// Names this claim to its [`Ticket`] (unique within the ring).
+    token: u64,
+}
+
+/// What a claim is found by when its send ends: the key's identity and
+/// the claim's token, so the send path neither keeps the key's strings nor
 /// hashes them again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
-    hash: u64,
+    id: Id,
     token: u64,
 }
 
-/// The keys of a window. A key stored again leaves its older ring item
-/// behind, *stale*: the table no longer names that item's sequence number,
-/// so its eviction removes nothing.
+/// The keys of a window, `cap` per generation.
 pub(super) struct Ring {
-    hasher: RandomState,
-    /// Sequence number of each stored key's live ring item.
-    table: HashTable<u64>,
-    /// Stored keys oldest first; `items[i]` has sequence `first_seq + i`.
-    items: VecDeque<Stored>,
-    first_seq: u64,
+    hashers: [RandomState; 2],
+    current: Generation,
+    previous: Generation,
+    cap: usize,
     claims: HashTable<Claimed>,
     next_token: u64,
-}
-
-impl Default for Ring {
-    fn default() -> Self {
-        Self {
-            hasher: RandomState::new(),
-            table: HashTable::new(),
-            items: VecDeque::new(),
-            first_seq: 0,
-            claims: HashTable::new(),
-            next_token: 0,
-        }
-    }
 }
 
 /// What a key is in the ring.
@@ -81,153 +153,140 @@ pub(super) enum Found {
 }
 
 impl Ring {
-    /// The hash of `topic` and `key` (computed once per call into the ring).
-    pub fn hash(&self, topic: &str, key: &str) -> u64 {
-        self.hasher.hash_one(Parts([topic, key]))
-    }
-
-    fn item(&self, seq: u64) -> &Stored {
-        let at = usize::try_from(seq - self.first_seq).unwrap_or(usize::MAX);
-        &self.items[at]
-    }
-
-    fn find_stored(&self, hash: u64, parts: [&str; 2]) -> Option<u64> {
-        self.table
-            .find(hash, |&seq| {
-                let item = self.item(seq);
-                item.hash == hash && item.key.parts() == parts
-            })
-            .copied()
-    }
-
-    /// Looks the key up; claims it when absent.
-    pub fn claim(&mut self, hash: u64, topic: &str, key: &str) -> Found {
-        let parts = [topic, key];
-        if let Some(seq) = self.find_stored(hash, parts) {
-            return Found::Stored(self.item(seq).original);
+    /// An empty ring whose generations hold `cap` keys each (at least 1,
+    /// at most `u32::MAX`).
+    pub fn new(cap: usize) -> Self {
+        Self {
+            hashers: [RandomState::new(), RandomState::new()],
+            current: Generation::default(),
+            previous: Generation::default(),
+            // Items are numbered by `u32` within a generation.
+            cap: cap.clamp(1, u32::MAX as usize),
+            claims: HashTable::new(),
+            next_token: 0,
         }
-        let hasher = |c: &Claimed| c.hash;
-        match self
-            .claims
-            .entry(hash, |c| c.hash == hash && c.key.parts() == parts, hasher)
-        {
+    }
+
+    /// The identity of `key` on `topic` (computed once per call into the
+    /// ring).
+    pub fn id(&self, topic: &str, key: &str) -> Id {
+        let [lo, hi] = &self.hashers;
+        let parts = Parts([topic, key]);
+        Id {
+            lo: lo.hash_one(&parts),
+            hi: hi.hash_one(&parts),
+        }
+    }
+
+    /// The stored item of `id` stored at or after `cutoff_ms`.
+    fn fresh(&self, id: Id, cutoff_ms: i64) -> Option<&Stored> {
+        let fresh = |s: &&Stored| s.at_ms >= cutoff_ms;
+        match self.current.get(id) {
+            Some(s) => Some(s).filter(fresh),
+            None => self.previous.get(id).filter(fresh),
+        }
+    }
+
+    /// Looks the key up (stored at or after `cutoff_ms`); claims it when
+    /// absent.
+    pub fn claim(&mut self, id: Id, cutoff_ms: i64) -> Found {
+        if let Some(s) = self.fresh(id, cutoff_ms) {
+            return Found::Stored(s.original);
+        }
+        let hasher = |c: &Claimed| c.id.lo;
+        match self.claims.entry(id.lo, |c| c.id == id, hasher) {
             hashbrown::hash_table::Entry::Occupied(_) => Found::InFlight,
             hashbrown::hash_table::Entry::Vacant(v) => {
                 let token = self.next_token;
                 self.next_token += 1;
-                v.insert(Claimed {
-                    hash,
-                    token,
-                    key: Key::new(parts),
-                });
-                Found::Claimed(Ticket { hash, token })
+                v.insert(Claimed { id, token });
+                Found::Claimed(Ticket { id, token })
             }
         }
     }
 
-    /// Forgets the claim of the key, if any; its key object, if it was one.
-    pub fn release(&mut self, hash: u64, topic: &str, key: &str) -> Option<Key<2>> {
-        let parts = [topic, key];
-        self.claims
-            .find_entry(hash, |c| c.hash == hash && c.key.parts() == parts)
-            .ok()
-            .map(|e| e.remove().0.key)
+    /// Forgets the claim of the key, if any.
+    pub fn release(&mut self, id: Id) {
+        if let Ok(e) = self.claims.find_entry(id.lo, |c| c.id == id) {
+            e.remove();
+        }
     }
 
-    /// Ends the claim of `ticket`, if it still stands; its key object.
-    pub fn release_claim(&mut self, ticket: Ticket) -> Option<Key<2>> {
+    /// Ends the claim of `ticket`; true when it still stood.
+    pub fn release_claim(&mut self, ticket: Ticket) -> bool {
         self.claims
-            .find_entry(ticket.hash, |c| c.token == ticket.token)
-            .ok()
-            .map(|e| e.remove().0.key)
+            .find_entry(ticket.id.lo, |c| c.token == ticket.token)
+            .map(hashbrown::hash_table::OccupiedEntry::remove)
+            .is_ok()
     }
 
-    /// True when the key is stored or claimed.
-    pub fn holds(&self, hash: u64, topic: &str, key: &str) -> bool {
-        let parts = [topic, key];
-        self.find_stored(hash, parts).is_some()
-            || self
-                .claims
-                .find(hash, |c| c.hash == hash && c.key.parts() == parts)
-                .is_some()
+    /// True when the key is stored (at or after `cutoff_ms`) or claimed.
+    pub fn holds(&self, id: Id, cutoff_ms: i64) -> bool {
+        self.fresh(id, cutoff_ms).is_some() || self.claims.find(id.lo, |c| c.id == id).is_some()
     }
 
     /// Records the key stored at `at_ms` as `original` (its claim, if any,
-    /// ends; a live older item of it goes stale).
-    pub fn store(&mut self, hash: u64, topic: &str, key: &str, original: Original, at_ms: i64) {
-        let held = self
-            .release(hash, topic, key)
-            .unwrap_or_else(|| Key::new([topic, key]));
-        if let Some(old) = self.find_stored(hash, [topic, key]) {
-            if let Ok(slot) = self.table.find_entry(hash, |&s| s == old) {
-                slot.remove();
-            }
-        }
-        self.push_stored(hash, held, original, at_ms);
+    /// ends; an older item of it is replaced).
+    pub fn store(&mut self, id: Id, original: Original, at_ms: i64) {
+        self.release(id);
+        // A live item of the key may stand in the previous generation.
+        self.previous.remove(id);
+        self.put(id, original, at_ms);
     }
 
     /// Records the key claimed under `ticket` stored at `at_ms` as
     /// `original`, and ends the claim; nothing when the claim no longer
-    /// stands (released, or ended by a store of its key by name). A
-    /// claimed key is never stored (a claim is only taken when the key is
-    /// absent, and the window's other writers skip claimed keys), so no
-    /// older item of it is looked for.
+    /// stands (released, or ended by a store of its key by name). A claim
+    /// is only taken when the key has no live item, and the window's other
+    /// writers skip claimed keys, so an older item of it in the previous
+    /// generation is expired: the new item shadows it until it goes.
     pub fn store_claimed(&mut self, ticket: Ticket, original: Original, at_ms: i64) {
-        if let Some(key) = self.release_claim(ticket) {
-            self.push_stored(ticket.hash, key, original, at_ms);
+        if self.release_claim(ticket) {
+            self.put(ticket.id, original, at_ms);
         }
     }
 
-    /// Appends the stored `key` to the ring and names its item in the
-    /// table.
-    fn push_stored(&mut self, hash: u64, held: Key<2>, original: Original, at_ms: i64) {
-        let seq = self.first_seq + self.items.len() as u64;
-        self.items.push_back(Stored {
-            hash,
-            key: held,
+    /// Puts the item in the current generation (replacing an older item
+    /// of the key there), turning the generations over first when it is
+    /// full.
+    fn put(&mut self, id: Id, original: Original, at_ms: i64) {
+        if self.current.len() >= self.cap && self.current.get(id).is_none() {
+            self.turn_over();
+        }
+        self.current.put(Stored {
+            id,
             original,
             at_ms,
         });
-        let items = &self.items;
-        let first = self.first_seq;
-        self.table.insert_unique(hash, seq, |&s| {
-            items[usize::try_from(s - first).unwrap_or(usize::MAX)].hash
-        });
     }
 
-    /// Ring items (stale ones included).
-    pub fn items(&self) -> usize {
-        self.items.len()
+    /// The current generation becomes the previous one; the old previous
+    /// one is dropped (its table, emptied, becomes the new current one).
+    fn turn_over(&mut self) {
+        self.previous.clear();
+        std::mem::swap(&mut self.current, &mut self.previous);
     }
 
-    /// The store time of the oldest ring item.
-    pub fn oldest_ms(&self) -> Option<i64> {
-        self.items.front().map(|s| s.at_ms)
-    }
-
-    /// Drops the oldest ring item (and its key, unless it is stale).
-    pub fn evict_oldest(&mut self) {
-        let Some(oldest) = self.items.pop_front() else {
-            return;
-        };
-        let seq = self.first_seq;
-        self.first_seq += 1;
-        if let Ok(slot) = self.table.find_entry(oldest.hash, |&s| s == seq) {
-            slot.remove();
+    /// Drops every generation whose keys are all older than `cutoff_ms`.
+    pub fn expire(&mut self, cutoff_ms: i64) {
+        if self.previous.newest_ms < cutoff_ms && !self.previous.items.is_empty() {
+            self.previous.clear();
+        }
+        if self.current.newest_ms < cutoff_ms && !self.current.items.is_empty() {
+            self.current.clear();
         }
     }
 
-    /// Keys stored now (claims in flight not counted).
+    /// Stored items (expired ones whose generation still stands included).
     pub fn stored_keys(&self) -> usize {
-        self.table.len()
+        self.current.len() + self.previous.len()
     }
 
     /// Forgets every stored key; the claims in flight stay (their sends
     /// still end with a store or a release).
     pub fn clear_stored(&mut self) {
-        self.table = HashTable::new();
-        self.items = VecDeque::new();
-        self.first_seq = 0;
+        self.current.clear();
+        self.previous.clear();
     }
 }
 

@@ -54,47 +54,74 @@ fn a_key_expires_once_older_than_the_window_by_the_clock() {
     assert_eq!(w.len(), 0);
 }
 
+/// The cap is per generation: the newest `cap` keys are always
+/// remembered, a full generation turns over to make room, and the one
+/// before it goes whole.
 #[test]
-fn past_the_key_cap_the_oldest_keys_go_first() {
+fn past_the_key_cap_the_oldest_generation_goes_whole() {
     let w = DedupeWindow::new(600_000, 3);
-    for (i, key) in ["A", "B", "C", "D"].into_iter().enumerate() {
+    for (i, key) in ["A", "B", "C", "D", "E", "F"].into_iter().enumerate() {
         let i = i64::try_from(i).expect("small");
         store(&w, "T", key, i, 1_000 + i);
     }
-    assert_eq!(w.len(), 3);
-    assert!(
-        matches!(w.claim("T", "A", 2_000), Claim::Claimed(_)),
-        "oldest evicted"
-    );
-    assert_eq!(w.claim("T", "B", 2_000), Claim::Stored(original(1)));
-    assert_eq!(w.claim("T", "D", 2_000), Claim::Stored(original(3)));
+    assert_eq!(w.len(), 6, "two full generations: A B C, D E F");
+    assert_eq!(w.claim("T", "A", 2_000), Claim::Stored(original(0)));
+    store(&w, "T", "G", 6, 1_006);
+    assert_eq!(w.len(), 4, "A B C went together");
+    for key in ["A", "B", "C"] {
+        assert!(
+            matches!(w.claim("T", key, 2_000), Claim::Claimed(_)),
+            "{key} was in the oldest generation"
+        );
+        w.release("T", key);
+    }
+    for (i, key) in ["D", "E", "F", "G"].into_iter().enumerate() {
+        let i = i64::try_from(i).expect("small") + 3;
+        assert_eq!(w.claim("T", key, 2_000), Claim::Stored(original(i)));
+    }
 }
 
-/// A key stored again leaves a stale item in the expiry order; expiring
-/// that item must not drop the key's newer slot, and a key released and
-/// claimed again is a new key object that the old item must not find.
+/// A key stored again replaces its older item, in whichever generation
+/// that is; a key released and claimed again is claimed anew.
 #[test]
-fn stale_expiry_items_never_drop_a_newer_slot() {
+fn a_key_stored_again_is_answered_with_its_newest_original() {
     let w = DedupeWindow::new(600_000, 2);
     store(&w, "T", "A", 1, 1_000);
-    w.stored("T", "A", None, original(2), 1_001);
-    store(&w, "T", "B", 3, 1_002);
-    assert_eq!(w.claim("T", "A", 1_003), Claim::Stored(original(2)));
-    store(&w, "T", "C", 4, 1_004);
+    store(&w, "T", "B", 2, 1_001);
+    // A and B fill the first generation; C turns it over.
+    store(&w, "T", "C", 3, 1_002);
+    w.stored("T", "A", None, original(4), 1_003);
+    assert_eq!(w.len(), 3, "A moved to the current generation");
+    assert_eq!(w.claim("T", "A", 1_004), Claim::Stored(original(4)));
+    // D turns over again: B goes, A and C stay (A's newer item is newer).
+    store(&w, "T", "D", 5, 1_005);
+    assert_eq!(w.claim("T", "A", 1_006), Claim::Stored(original(4)));
+    assert_eq!(w.claim("T", "C", 1_006), Claim::Stored(original(3)));
+    assert!(matches!(w.claim("T", "B", 1_006), Claim::Claimed(_)));
+    assert_eq!(w.claim("T", "B", 1_007), Claim::InFlight);
+    w.release("T", "B");
+    assert!(matches!(w.claim("T", "B", 1_008), Claim::Claimed(_)));
+}
+
+/// Time expiry is exact per key, and a generation all older than the
+/// window is dropped.
+#[test]
+fn an_expired_key_in_a_standing_generation_is_not_answered() {
+    let w = DedupeWindow::new(10_000, 100);
+    store(&w, "T", "Old", 1, 1_000);
+    store(&w, "T", "New", 2, 5_000);
     assert!(
-        matches!(w.claim("T", "A", 1_005), Claim::Claimed(_)),
-        "its live item expired"
+        matches!(w.claim("T", "Old", 11_001), Claim::Claimed(_)),
+        "Old is past the window; New keeps the generation"
     );
-    w.release("T", "A");
-    // B's item is next; a new claim of A in flight stays through expiry.
-    assert!(matches!(w.claim("T", "A", 1_006), Claim::Claimed(_)));
-    store(&w, "T", "D", 5, 1_007);
-    assert_eq!(w.claim("T", "A", 1_008), Claim::InFlight);
-    assert!(
-        matches!(w.claim("T", "B", 1_008), Claim::Claimed(_)),
-        "B expired"
-    );
-    assert_eq!(w.claim("T", "C", 1_008), Claim::Stored(original(4)));
+    assert_eq!(w.claim("T", "New", 11_001), Claim::Stored(original(2)));
+    w.stored("T", "Old", None, original(3), 11_002);
+    assert_eq!(w.claim("T", "Old", 11_003), Claim::Stored(original(3)));
+    assert!(matches!(w.claim("T", "New", 15_001), Claim::Claimed(_)));
+    assert_eq!(w.claim("T", "Old", 15_001), Claim::Stored(original(3)));
+    assert_eq!(w.len(), 2, "Old and New are one generation");
+    assert!(matches!(w.claim("T", "Other", 21_003), Claim::Claimed(_)));
+    assert_eq!(w.len(), 0, "all of it past the window");
 }
 
 #[test]
@@ -208,19 +235,28 @@ fn rebuild_keeps_the_window_and_the_cap() {
             )
         })
         .collect();
-    let w = DedupeWindow::new(10_000, 3);
+    let w = DedupeWindow::new(10_000, 2);
     store(&w, "T", "Before", 99, 54_000);
     w.rebuild(std::iter::once(&old).chain(keys_in.iter()), 55_000);
+    // Old is past the window (its generation goes at once); with 2 keys a
+    // generation, K0 K1 | K2 K3 | K4 keeps the last two.
     assert_eq!(w.len(), 3);
     assert!(
         matches!(w.claim("T", "Old", 55_000), Claim::Claimed(_)),
         "past the window"
     );
-    assert!(
-        matches!(w.claim("T", "K1", 55_000), Claim::Claimed(_)),
-        "evicted by the cap"
-    );
-    assert!(matches!(w.claim("T", "K4", 55_000), Claim::Stored(_)));
+    for key in ["K0", "K1"] {
+        assert!(
+            matches!(w.claim("T", key, 55_000), Claim::Claimed(_)),
+            "{key} dropped by the cap"
+        );
+    }
+    for key in ["K2", "K3", "K4"] {
+        assert!(
+            matches!(w.claim("T", key, 55_000), Claim::Stored(_)),
+            "{key}"
+        );
+    }
     assert!(
         matches!(w.claim("T", "Before", 55_000), Claim::Claimed(_)),
         "rebuild replaced it"
