@@ -1,8 +1,9 @@
-//! Map keys made of several strings (a topic and a `UNIQ_KEY`; a topic, a
-//! producer and a lane), kept in one allocation and looked up by borrowed
-//! parts: the send path checks every message against these maps, and a
-//! lookup that allocated its key (or compared strings down a tree) cost
-//! more than storing the message.
+//! Map keys made of several strings (a topic, a producer and a lane), kept
+//! in one allocation and looked up by borrowed parts: the send path checks
+//! every message against these maps, and a lookup that allocated its key
+//! (or compared strings down a tree) cost more than storing the message.
+//! [`Parts`] also hashes a topic and a `UNIQ_KEY` into the window's key
+//! identities (`ring`), which keep no text.
 
 use std::hash::{Hash, Hasher};
 
