@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use sluice_core::message::{
     body_crc, encode_blank, encode_pad_head, peek_head, stored_phys_offset, stored_queue_offset,
     stored_store_timestamp_ms, sys_flag, DecodeError, MessageInput, RecordHead, RecordStamp,
-    StoredRecord, RECORD_BYTES_MIN,
+    RecordView, StoredRecord, RECORD_BYTES_MIN,
 };
 
 fn socket_addr(v6: bool) -> BoxedStrategy<SocketAddr> {
@@ -113,6 +113,8 @@ fn check_round_trip(input: &MessageInput, stamp: &RecordStamp) -> Result<(), Tes
     prop_assert_eq!(&record.body, &input.body);
     prop_assert_eq!(&record.topic, &input.topic);
     prop_assert_eq!(&record.properties, &input.properties);
+    // Read in place, the record has the same fields.
+    prop_assert_eq!(RecordView::parse(&encoded), Ok(record.view()));
     prop_assert_eq!(
         peek_head(&encoded),
         Ok(RecordHead::Message {
@@ -211,6 +213,10 @@ proptest! {
             }
             Err(DecodeError::Corrupt { .. }) => {}
         }
+        prop_assert_eq!(
+            RecordView::parse(&bytes).map(|v| v.total_size),
+            StoredRecord::decode_unchecked_crc(&bytes).map(|r| r.total_size)
+        );
         let _ = stored_phys_offset(&bytes);
         let _ = stored_queue_offset(&bytes);
         let _ = stored_store_timestamp_ms(&bytes);

@@ -7,16 +7,17 @@ use bytes::Bytes;
 
 use crate::disk::Disk;
 use crate::error::{Error, Result};
-use crate::message::{peek_head, seal_matches, RecordHead, StoredRecord};
+use crate::message::{peek_head, seal_matches, stored_phys_offset, RecordHead, StoredRecord};
 use crate::segment_chain::{is_zeroed, SegmentChain, ZEROED_BLOCK_BYTES};
 
 use super::{BLANK_RECORD_BYTES, PAD_BYTES_MAX};
 
-/// What sits at one position of the log.
+/// What sits at one position of the log; `R` is what a valid record is
+/// read as (decoded, or nothing more than its checked bytes).
 #[derive(Debug)]
-pub(crate) enum Step {
+pub(crate) enum Step<R = Box<StoredRecord>> {
     /// A valid record and its raw bytes.
-    Record(Box<StoredRecord>, Bytes),
+    Record(R, Bytes),
     /// A blank record: the log continues at `next`, the next segment.
     Blank { next: u64 },
     /// A sector pad: the log continues at `next`.
@@ -64,6 +65,21 @@ pub(crate) fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_bod
     )
 }
 
+/// Like [`step_checked`] without the body CRC and without decoding: a
+/// record is its sealed bytes (seal, size and stored offset checked), for
+/// a walk that reads each one in place ([`RecordView`]).
+///
+/// [`RecordView`]: crate::message::RecordView
+pub(crate) fn step_sealed<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step<()> {
+    unit_from(
+        |at| chain.read_array(at).ok(),
+        |at, len| chain.read(at, len).ok(),
+        chain.segment_bytes(),
+        pos,
+        |_| Some(()),
+    )
+}
+
 /// Reads what is at `pos` through `read(offset, len)` (`None` when the
 /// bytes are not there), in a log of `seg`-byte segments. The one
 /// definition of a valid log unit, for the stored log and for bytes a
@@ -80,6 +96,29 @@ where
 /// store reading its own log copies the head out instead of making a view
 /// for it: one view per record, not two.
 fn step_from<H, R>(read_head: H, read: R, seg: u64, pos: u64, check_body: bool) -> Step
+where
+    H: Fn(u64) -> Option<[u8; 8]>,
+    R: Fn(u64, usize) -> Option<Bytes>,
+{
+    unit_from(read_head, read, seg, pos, |raw| {
+        let decoded = if check_body {
+            StoredRecord::decode(raw)
+        } else {
+            StoredRecord::decode_unchecked_crc(raw)
+        };
+        decoded.ok().map(Box::new)
+    })
+}
+
+/// The one definition of a valid log unit: what is at `pos`, a record read
+/// by `decode` (`None`: it fails decoding) once its size and seal hold.
+fn unit_from<H, R, T>(
+    read_head: H,
+    read: R,
+    seg: u64,
+    pos: u64,
+    decode: impl FnOnce(&Bytes) -> Option<T>,
+) -> Step<T>
 where
     H: Fn(u64) -> Option<[u8; 8]>,
     R: Fn(u64, usize) -> Option<Bytes>,
@@ -125,17 +164,17 @@ where
             if !seal_matches(&raw) {
                 return Step::End("record seal (whole-record checksum) does not match");
             }
-            let decoded = if check_body {
-                StoredRecord::decode(&raw)
-            } else {
-                StoredRecord::decode_unchecked_crc(&raw)
+            let Some(rec) = decode(&raw) else {
+                return Step::End("record fails decoding or its CRC");
             };
-            match decoded {
-                Ok(rec) if u64::try_from(rec.phys_offset).ok() == Some(pos) => {
-                    Step::Record(Box::new(rec), raw)
-                }
-                Ok(_) => Step::End("stored physical offset differs from the position"),
-                Err(_) => Step::End("record fails decoding or its CRC"),
+            if stored_phys_offset(&raw)
+                .ok()
+                .and_then(|o| u64::try_from(o).ok())
+                == Some(pos)
+            {
+                Step::Record(rec, raw)
+            } else {
+                Step::End("stored physical offset differs from the position")
             }
         }
         Err(_) => Step::End("unknown magic code"),

@@ -37,7 +37,7 @@ pub use restore::{
 };
 pub use stored_record::{
     encode_blank, encode_pad_head, peek_head, stored_phys_offset, stored_queue_offset,
-    stored_store_timestamp_ms, RecordHead, StoredRecord, PAD_MAGIC,
+    stored_store_timestamp_ms, RecordHead, RecordView, StoredRecord, PAD_MAGIC,
 };
 pub use topic::{
     dlq_topic, is_dlq_topic, is_retry_topic, retry_topic, validate_topic, TopicError,

@@ -100,13 +100,6 @@ impl<'a> Reader<'a> {
         let port = u16::try_from(self.i32()?).map_err(|_| corrupt("host port out of range"))?;
         Ok(SocketAddr::new(ip, port))
     }
-
-    /// A length-prefixed slice, returned as a range into `buf`.
-    fn range(&mut self, len: usize) -> Result<std::ops::Range<usize>, DecodeError> {
-        let start = self.pos;
-        self.take(len)?;
-        Ok(start..self.pos)
-    }
 }
 
 fn read_i32_at(buf: &[u8], pos: usize) -> Result<i32, DecodeError> {
@@ -129,6 +122,104 @@ fn read_i64_at(buf: &[u8], pos: usize) -> Result<i64, DecodeError> {
     Ok(i64::from_be_bytes(
         bytes.try_into().expect("invariant: 8 bytes"),
     ))
+}
+
+/// A stored record read in place: the fields of [`StoredRecord`] with the
+/// body, topic and properties borrowed from the bytes, so reading one
+/// allocates nothing (what a walk over a long stretch of the log wants).
+/// The one field walk: [`StoredRecord::decode_unchecked_crc`] is this,
+/// owned. The body CRC is not checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// TOTALSIZE.
+    pub total_size: u32,
+    /// BODYCRC (as stored, not verified).
+    pub body_crc: u32,
+    /// QUEUEID.
+    pub queue_id: i32,
+    /// FLAG.
+    pub flag: i32,
+    /// QUEUEOFFSET.
+    pub queue_offset: i64,
+    /// PHYSICALOFFSET.
+    pub phys_offset: i64,
+    /// SYSFLAG.
+    pub sys_flag: i32,
+    /// BORNTIMESTAMP.
+    pub born_timestamp_ms: i64,
+    /// BORNHOST.
+    pub born_host: SocketAddr,
+    /// STORETIMESTAMP.
+    pub store_timestamp_ms: i64,
+    /// STOREHOST.
+    pub store_host: SocketAddr,
+    /// RECONSUMETIMES.
+    pub reconsume_times: i32,
+    /// PREPARED TRANSACTION OFFSET.
+    pub prepared_transaction_offset: i64,
+    /// BODY.
+    pub body: &'a [u8],
+    /// TOPIC.
+    pub topic: &'a str,
+    /// PROPERTIES, encoded.
+    pub properties: &'a [u8],
+}
+
+impl<'a> RecordView<'a> {
+    /// Reads the record at the start of `buf` (which may extend past it):
+    /// the magic, every field, and that they fill TOTALSIZE exactly.
+    pub fn parse(buf: &'a [u8]) -> Result<Self, DecodeError> {
+        let total = message_total_size(buf)?;
+        let record = buf.get(..total).ok_or(DecodeError::Incomplete {
+            needed: total,
+            have: buf.len(),
+        })?;
+        let mut r = Reader {
+            buf: record,
+            pos: layout::BODY_CRC,
+        };
+        let body_crc = u32::from_be_bytes(r.array()?);
+        let queue_id = r.i32()?;
+        let flag = r.i32()?;
+        let queue_offset = r.i64()?;
+        let phys_offset = r.i64()?;
+        let sys_flag = r.i32()?;
+        let born_timestamp_ms = r.i64()?;
+        let born_host = r.host(sys_flag & sys_flag::BORNHOST_V6 != 0)?;
+        let store_timestamp_ms = r.i64()?;
+        let store_host = r.host(sys_flag & sys_flag::STOREHOST_V6 != 0)?;
+        let reconsume_times = r.i32()?;
+        let prepared_transaction_offset = r.i64()?;
+        let body_len = usize::try_from(r.i32()?).map_err(|_| corrupt("negative body length"))?;
+        let body = r.take(body_len)?;
+        let topic_len = usize::from(r.u8()?);
+        let topic =
+            std::str::from_utf8(r.take(topic_len)?).map_err(|_| corrupt("topic is not utf-8"))?;
+        let props_len =
+            usize::try_from(r.i16()?).map_err(|_| corrupt("negative properties length"))?;
+        let properties = r.take(props_len)?;
+        if r.pos != total {
+            return Err(corrupt("total size does not match fields"));
+        }
+        Ok(Self {
+            total_size: u32::try_from(total).expect("invariant: peek_head bounds total size"),
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            phys_offset,
+            sys_flag,
+            born_timestamp_ms,
+            born_host,
+            store_timestamp_ms,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            body,
+            topic,
+            properties,
+        })
+    }
 }
 
 /// Checks the 8-byte head of a message record and returns its TOTALSIZE.
@@ -156,57 +247,48 @@ impl StoredRecord {
     /// Like [`StoredRecord::decode`] but skips the body CRC check (for trusted
     /// bytes already verified, e.g. re-reading what recovery checked).
     pub fn decode_unchecked_crc(buf: &Bytes) -> Result<StoredRecord, DecodeError> {
-        let total = message_total_size(buf)?;
-        let record = buf.get(..total).ok_or(DecodeError::Incomplete {
-            needed: total,
-            have: buf.len(),
-        })?;
-        let mut r = Reader {
-            buf: record,
-            pos: layout::BODY_CRC,
-        };
-        let body_crc = u32::from_be_bytes(r.array()?);
-        let queue_id = r.i32()?;
-        let flag = r.i32()?;
-        let queue_offset = r.i64()?;
-        let phys_offset = r.i64()?;
-        let sys_flag = r.i32()?;
-        let born_timestamp_ms = r.i64()?;
-        let born_host = r.host(sys_flag & sys_flag::BORNHOST_V6 != 0)?;
-        let store_timestamp_ms = r.i64()?;
-        let store_host = r.host(sys_flag & sys_flag::STOREHOST_V6 != 0)?;
-        let reconsume_times = r.i32()?;
-        let prepared_transaction_offset = r.i64()?;
-        let body_len = usize::try_from(r.i32()?).map_err(|_| corrupt("negative body length"))?;
-        let body = r.range(body_len)?;
-        let topic_len = usize::from(r.u8()?);
-        let topic = std::str::from_utf8(r.take(topic_len)?)
-            .map_err(|_| corrupt("topic is not utf-8"))?
-            .to_owned();
-        let props_len =
-            usize::try_from(r.i16()?).map_err(|_| corrupt("negative properties length"))?;
-        let properties = r.range(props_len)?;
-        if r.pos != total {
-            return Err(corrupt("total size does not match fields"));
-        }
+        let v = RecordView::parse(buf)?;
         Ok(StoredRecord {
-            total_size: u32::try_from(total).expect("invariant: peek_head bounds total size"),
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            phys_offset,
-            sys_flag,
-            born_timestamp_ms,
-            born_host,
-            store_timestamp_ms,
-            store_host,
-            reconsume_times,
-            prepared_transaction_offset,
-            body: buf.slice(body),
-            topic,
-            properties: buf.slice(properties),
+            total_size: v.total_size,
+            body_crc: v.body_crc,
+            queue_id: v.queue_id,
+            flag: v.flag,
+            queue_offset: v.queue_offset,
+            phys_offset: v.phys_offset,
+            sys_flag: v.sys_flag,
+            born_timestamp_ms: v.born_timestamp_ms,
+            born_host: v.born_host,
+            store_timestamp_ms: v.store_timestamp_ms,
+            store_host: v.store_host,
+            reconsume_times: v.reconsume_times,
+            prepared_transaction_offset: v.prepared_transaction_offset,
+            body: buf.slice_ref(v.body),
+            topic: v.topic.to_owned(),
+            properties: buf.slice_ref(v.properties),
         })
+    }
+
+    /// The record read as a [`RecordView`] (borrowing its body, topic and
+    /// properties).
+    pub fn view(&self) -> RecordView<'_> {
+        RecordView {
+            total_size: self.total_size,
+            body_crc: self.body_crc,
+            queue_id: self.queue_id,
+            flag: self.flag,
+            queue_offset: self.queue_offset,
+            phys_offset: self.phys_offset,
+            sys_flag: self.sys_flag,
+            born_timestamp_ms: self.born_timestamp_ms,
+            born_host: self.born_host,
+            store_timestamp_ms: self.store_timestamp_ms,
+            store_host: self.store_host,
+            reconsume_times: self.reconsume_times,
+            prepared_transaction_offset: self.prepared_transaction_offset,
+            body: &self.body,
+            topic: &self.topic,
+            properties: &self.properties,
+        }
     }
 
     /// The properties string parsed.

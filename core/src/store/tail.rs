@@ -3,9 +3,9 @@
 //! restart or a promotion, without an index of store times.
 
 use crate::clock::Clock;
-use crate::commit_log::scan::{step_checked, Step};
+use crate::commit_log::scan::{step_sealed, Step};
 use crate::disk::Disk;
-use crate::message::StoredRecord;
+use crate::message::RecordView;
 
 use super::MessageStore;
 
@@ -15,16 +15,20 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// walk starts at the newest segment whose first record is older than
     /// `since_ms` (the oldest retained one when none is), so it reads at
     /// most one segment of older records; it stops at the first unit that
-    /// is not valid (recovery has already cut the log there). Bodies are
-    /// not CRC-checked again: recovery did, and only headers and
-    /// properties are used.
-    pub fn visit_recent(&self, since_ms: i64, mut visit: impl FnMut(&StoredRecord)) {
+    /// is not valid (recovery has already cut the log there). Each record's
+    /// seal is checked, its body CRC not again (recovery did, and only
+    /// headers and properties are used), and it is read in place: nothing
+    /// is allocated per record, so a window of minutes of log is read at
+    /// memory speed.
+    pub fn visit_recent(&self, since_ms: i64, mut visit: impl FnMut(&RecordView<'_>)) {
         let chain = self.log.chain();
         let min = self.log.min_offset().0;
         let end = self.log.written().0;
         let starts: Vec<u64> = chain.starts().into_iter().filter(|s| *s >= min).collect();
-        let older = |s: &u64| match step_checked(chain, *s, false) {
-            Step::Record(rec, _) => rec.store_timestamp_ms < since_ms,
+        let older = |s: &u64| match step_sealed(chain, *s) {
+            Step::Record((), raw) => {
+                RecordView::parse(&raw).is_ok_and(|rec| rec.store_timestamp_ms < since_ms)
+            }
             _ => false,
         };
         let Some(mut pos) = starts
@@ -38,8 +42,11 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         };
         pos = pos.max(min);
         while pos < end {
-            match step_checked(chain, pos, false) {
-                Step::Record(rec, raw) => {
+            match step_sealed(chain, pos) {
+                Step::Record((), raw) => {
+                    let Ok(rec) = RecordView::parse(&raw) else {
+                        return;
+                    };
                     if rec.store_timestamp_ms >= since_ms {
                         visit(&rec);
                     }

@@ -19,9 +19,10 @@
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use sluice_core::message::indexed_properties::for_each_pair;
 use sluice_core::message::sys_flag::TRANSACTION_MASK;
 use sluice_core::message::{
-    is_dlq_topic, is_retry_topic, keys, offset_msg_id, push_offset_msg_id, Properties,
+    is_dlq_topic, is_retry_topic, keys, offset_msg_id, push_offset_msg_id, RecordView,
     StoredRecord, HALF_TOPIC, OP_HALF_TOPIC, SCHEDULE_TOPIC,
 };
 
@@ -266,7 +267,7 @@ impl DedupeWindow {
     pub fn rebuild<'a>(&self, records: impl IntoIterator<Item = &'a StoredRecord>, now_ms: i64) {
         self.clear();
         for rec in records {
-            self.recovered(rec, now_ms);
+            self.recovered(&rec.view(), now_ms);
         }
     }
 
@@ -281,19 +282,18 @@ impl DedupeWindow {
     /// Adds the key of a record read back from the log, in log order: the
     /// first record of a key wins, as the first send of it did. Memory
     /// stays bounded by the cap while a rebuild walks on.
-    pub fn recovered(&self, rec: &StoredRecord, now_ms: i64) {
+    pub fn recovered(&self, rec: &RecordView<'_>, now_ms: i64) {
         let Some(sent) = original_of(rec) else {
             return;
         };
-        let (topic, key, original) = (sent.topic, sent.key, sent.original);
         if let Some(stamp) = &sent.stamp {
-            self.sequences.stored(&topic, stamp, original);
+            self.sequences.stored(sent.topic, stamp, sent.original);
         }
         let cutoff = self.since_ms(now_ms);
         let mut ring = self.lock();
-        let id = ring.id(&topic, &key);
+        let id = ring.id(sent.topic, sent.key);
         if !ring.holds(id, cutoff) {
-            ring.store(id, original, rec.store_timestamp_ms);
+            ring.store(id, sent.original, rec.store_timestamp_ms);
             ring.expire(cutoff);
         }
     }
@@ -305,14 +305,14 @@ pub fn dedupes_topic(topic: &str) -> bool {
     !(is_retry_topic(topic) || is_dlq_topic(topic) || topic == HALF_TOPIC || topic == OP_HALF_TOPIC)
 }
 
-/// What a stored record puts in the window.
-pub struct Sent {
+/// What a stored record puts in the window, read in place.
+pub struct Sent<'a> {
     /// The topic it was sent to.
-    pub topic: String,
+    pub topic: &'a str,
     /// Its `UNIQ_KEY`.
-    pub key: String,
+    pub key: &'a str,
     /// Its producer's stamp, if any.
-    pub stamp: Option<Stamp>,
+    pub stamp: Option<Stamp<&'a str>>,
     /// How its send was answered.
     pub original: Original,
 }
@@ -321,24 +321,33 @@ pub struct Sent {
 /// send path would have: records a producer sent (normal, or delayed and
 /// still parked in the schedule or timer topic, under their real topic and
 /// queue), never transactional records, delivered copies of delayed
-/// messages (they carry `REAL_TOPIC`) nor send-backs.
-pub fn original_of(rec: &StoredRecord) -> Option<Sent> {
+/// messages (they carry `REAL_TOPIC`) nor send-backs. Reads the properties
+/// in place (the values `Properties::parse` would give), allocating
+/// nothing: a rebuild reads minutes of log through this.
+pub fn original_of<'a>(rec: &RecordView<'a>) -> Option<Sent<'a>> {
     if rec.sys_flag & TRANSACTION_MASK != 0 {
         return None;
     }
-    let props = Properties::parse(&rec.properties).ok()?;
-    let key = props.uniq_key()?.to_owned();
+    let (mut key, mut real_topic, mut real_qid, mut producer, mut sequence) =
+        (None, None, None, None, None);
+    for_each_pair(rec.properties, |k, v| match k {
+        keys::UNIQ_KEY => key = Some(v),
+        keys::REAL_TOPIC => real_topic = Some(v),
+        keys::REAL_QID => real_qid = Some(v),
+        keys::SLUICE_PRODUCER_ID => producer = Some(v),
+        keys::SLUICE_SEQUENCE => sequence = Some(v),
+        _ => {}
+    });
+    let key = key?;
     let parked = rec.topic == SCHEDULE_TOPIC || rec.topic == TIMER_TOPIC;
     let (topic, queue_id) = if parked {
-        let topic = props.get(keys::REAL_TOPIC)?.to_owned();
-        let qid = props.get(keys::REAL_QID)?.trim().parse().ok()?;
-        (topic, qid)
-    } else if props.get(keys::REAL_TOPIC).is_some() {
+        (real_topic?, real_qid?.trim().parse().ok()?)
+    } else if real_topic.is_some() {
         return None;
     } else {
-        (rec.topic.clone(), rec.queue_id)
+        (rec.topic, rec.queue_id)
     };
-    if !dedupes_topic(&topic) || key.is_empty() {
+    if !dedupes_topic(topic) || key.is_empty() {
         return None;
     }
     let end = u64::try_from(rec.phys_offset).ok()? + u64::from(rec.total_size);
@@ -352,7 +361,7 @@ pub fn original_of(rec: &StoredRecord) -> Option<Sent> {
     Some(Sent {
         topic,
         key,
-        stamp: Stamp::of(&props),
+        stamp: Stamp::read(producer, sequence),
         original,
     })
 }

@@ -33,12 +33,12 @@ pub const NAME_BYTES_MAX: usize = 128;
 
 /// A send's producer id, lane and sequence number.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stamp {
+pub struct Stamp<S = String> {
     /// The producer id (`__SLUICE_PID`).
-    pub producer: String,
+    pub producer: S,
     /// The lane: the broker and queue of the first attempt, as the producer
     /// names them.
-    pub lane: String,
+    pub lane: S,
     /// The number in the lane (`__SLUICE_SEQ` is `<lane>/<seq>`).
     pub seq: u64,
 }
@@ -55,13 +55,25 @@ impl Stamp {
     /// The stamp of a producer id and a `<lane>/<sequence>` property
     /// value, if both are there and well formed.
     pub fn from_values(producer: Option<&str>, sequence: Option<&str>) -> Option<Self> {
+        Stamp::read(producer, sequence).map(|s| Self {
+            producer: s.producer.to_owned(),
+            lane: s.lane.to_owned(),
+            seq: s.seq,
+        })
+    }
+}
+
+impl<'a> Stamp<&'a str> {
+    /// [`Stamp::from_values`] borrowing the values (a log walk keeps no
+    /// stamp past its record).
+    pub fn read(producer: Option<&'a str>, sequence: Option<&'a str>) -> Option<Self> {
         let producer = producer?;
         let (lane, seq) = sequence?.rsplit_once('/')?;
         let seq = seq.parse().ok()?;
         let fits = |s: &str| !s.is_empty() && s.len() <= NAME_BYTES_MAX;
-        (fits(producer) && fits(lane)).then(|| Self {
-            producer: producer.to_owned(),
-            lane: lane.to_owned(),
+        (fits(producer) && fits(lane)).then_some(Self {
+            producer,
+            lane,
             seq,
         })
     }
@@ -185,7 +197,7 @@ impl Sequences {
     }
 
     /// Whether `stamp`'s number was stored on `topic`.
-    pub fn check(&self, topic: &str, stamp: &Stamp) -> Seen {
+    pub fn check<S: AsRef<str>>(&self, topic: &str, stamp: &Stamp<S>) -> Seen {
         if !self.enabled() {
             return Seen::New;
         }
@@ -203,7 +215,7 @@ impl Sequences {
 
     /// `stamp`'s number was stored on `topic` and answered as `original`
     /// (the first record of a number wins, as its first send did).
-    pub fn stored(&self, topic: &str, stamp: &Stamp, original: Original) {
+    pub fn stored<S: AsRef<str>>(&self, topic: &str, stamp: &Stamp<S>, original: Original) {
         if !self.enabled() {
             return;
         }
@@ -232,8 +244,8 @@ impl Sequences {
     }
 }
 
-fn lane_id<'a>(topic: &'a str, stamp: &'a Stamp) -> Parts<'a, 3> {
-    Parts([topic, &stamp.producer, &stamp.lane])
+fn lane_id<'a, S: AsRef<str>>(topic: &'a str, stamp: &'a Stamp<S>) -> Parts<'a, 3> {
+    Parts([topic, stamp.producer.as_ref(), stamp.lane.as_ref()])
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 use bytes::Bytes;
-use sluice_core::message::{sys_flag, MessageInput, RecordStamp};
+use sluice_core::message::{sys_flag, MessageInput, Properties, RecordStamp};
 
 use super::*;
 
