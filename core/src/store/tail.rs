@@ -18,8 +18,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     /// is not valid (recovery has already cut the log there). Each record's
     /// seal is checked, its body CRC not again (recovery did, and only
     /// headers and properties are used), and it is read in place: nothing
-    /// is allocated per record, so a window of minutes of log is read at
-    /// memory speed.
+    /// is allocated per record (a rebuild reads minutes of log this way).
     pub fn visit_recent(&self, since_ms: i64, mut visit: impl FnMut(&RecordView<'_>)) {
         let chain = self.log.chain();
         let min = self.log.min_offset().0;
