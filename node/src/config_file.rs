@@ -40,6 +40,8 @@
 //! dedupe_window_keys = 100000       # stored again; at least the newest this many keys (0: no dedupe)
 //! dedupe_producer_lanes = 10000     # Sluice producers' numbered sends: exact beyond the window
 //! dedupe_sequences_rebuild_ms = 600000 # log read on open to rebuild them (if longer than the window)
+//! dedupe_save_interval_ms = 10000   # window saved this often under load, when sends pause and on
+//!                                   # shutdown: a restart reads only the log since (0: never)
 //! frame_deadline_ms = 30000         # close a connection that began a frame and stalled (0: never)
 //! idle_timeout_ms = 120000          # close a connection silent this long (0: never)
 //!
@@ -173,6 +175,8 @@ pub struct BrokerFile {
     pub dedupe_producer_lanes: Option<usize>,
     /// Log span read on open to rebuild the producer lanes.
     pub dedupe_sequences_rebuild_ms: Option<u64>,
+    /// How often the dedupe window is saved under load (0: never).
+    pub dedupe_save_interval_ms: Option<u64>,
     /// Deadline for a frame once begun (0: none).
     pub frame_deadline_ms: Option<u64>,
     /// Idle time before a silent connection is closed (0: never).
@@ -232,6 +236,9 @@ impl BrokerFile {
         }
         if let Some(v) = self.dedupe_sequences_rebuild_ms {
             c.dedupe_sequences_rebuild_ms = v;
+        }
+        if let Some(v) = self.dedupe_save_interval_ms {
+            c.dedupe_save_interval_ms = v;
         }
         if let Some(v) = self.frame_deadline_ms {
             c.frame_deadline_ms = v;

@@ -57,3 +57,46 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         }
     }
 }
+
+impl<D: Disk, C: Clock> MessageStore<D, C> {
+    /// Calls `visit`, in log order, with every record from `from` (where a
+    /// record or a segment's padding starts, or the written end) to the
+    /// written end, reading each in place as [`visit_recent`] does.
+    /// Returns where the walk stopped: the written end when every unit
+    /// from `from` on was valid, less when one was not (or `from` was not
+    /// a unit's start). A `from` below the oldest retained record starts
+    /// at that record.
+    ///
+    /// [`visit_recent`]: Self::visit_recent
+    pub fn visit_from(&self, from: u64, mut visit: impl FnMut(&RecordView<'_>)) -> u64 {
+        let chain = self.log.chain();
+        let end = self.log.written().0;
+        let mut pos = from.max(self.log.min_offset().0);
+        while pos < end {
+            match step_sealed(chain, pos) {
+                Step::Record((), raw) => {
+                    let Ok(rec) = RecordView::parse(&raw) else {
+                        return pos;
+                    };
+                    visit(&rec);
+                    pos += raw.len() as u64;
+                }
+                Step::Blank { next } | Step::Pad { next } => pos = next,
+                Step::End(_) => return pos,
+            }
+        }
+        pos
+    }
+
+    /// Reads the intact record that starts at `pos` (below the written
+    /// end) in place; `None` when no valid record starts there.
+    pub fn record_at<T>(&self, pos: u64, read: impl FnOnce(&RecordView<'_>) -> T) -> Option<T> {
+        if pos >= self.log.written().0 || pos < self.log.min_offset().0 {
+            return None;
+        }
+        match step_sealed(self.log.chain(), pos) {
+            Step::Record((), raw) => RecordView::parse(&raw).ok().map(|rec| read(&rec)),
+            _ => None,
+        }
+    }
+}

@@ -136,6 +136,10 @@ pub struct BrokerConfig {
     /// How far back the CommitLog is read on open (and on promotion) to
     /// rebuild the lanes, when longer than the window.
     pub dedupe_sequences_rebuild_ms: u64,
+    /// A lone broker saves its dedupe window this often while sends arrive,
+    /// as soon as they pause, and on shutdown, so a restart reads back only
+    /// the log written since (0: never saved, always rebuilt from the log).
+    pub dedupe_save_interval_ms: u64,
     /// Close a connection whose peer began a frame and has not finished it
     /// this long after (0: never); see `RpcConfig::frame_deadline`.
     pub frame_deadline_ms: u64,
@@ -208,6 +212,7 @@ impl Default for BrokerConfig {
             dedupe_window_keys: 100_000,
             dedupe_producer_lanes: 10_000,
             dedupe_sequences_rebuild_ms: 600_000,
+            dedupe_save_interval_ms: 10_000,
             frame_deadline_ms: millis(sluice_net::rpc::FRAME_DEADLINE),
             idle_timeout_ms: millis(sluice_net::rpc::IDLE_TIMEOUT),
             mutant_dedupe_not_rebuilt: false,

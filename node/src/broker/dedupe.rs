@@ -11,12 +11,15 @@
 //! for it instead of storing a second copy; the claim is released if the
 //! store refuses the message. The window lives in memory and is rebuilt
 //! from the CommitLog's tail on open and when a replica becomes master
-//! (`rebuild`). One short mutex, never held across an await.
+//! (`rebuild`); a lone broker also saves it (`saved`), so its restart reads
+//! back only the log written since the save. One short mutex, never held
+//! across an await.
 //!
 //! Sends stamped with a producer id and sequence number (the Sluice
 //! client's) are also checked against `sequences`, exact beyond the window.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use sluice_core::message::indexed_properties::for_each_pair;
@@ -31,11 +34,14 @@ use sluice_core::Clock;
 
 pub use self::ring::Ticket;
 use self::ring::{Found, Ring};
+pub use self::saved::WINDOW_FILE;
+use self::saved::{File, Params, Witness, Writer};
 use self::sequences::{Seen, Sequences, Stamp};
 use super::{Broker, TIMER_TOPIC};
 
 mod key;
 mod ring;
+mod saved;
 pub mod sequences;
 
 impl<D: Disk, C: Clock> Broker<D, C> {
@@ -63,6 +69,119 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             producer_lanes = self.dedupe.sequences().lanes(),
             "dedupe window rebuilt"
         );
+    }
+
+    /// True when this broker saves its window: a lone broker (a replicated
+    /// one rebuilds it from the log when it becomes master, since its log
+    /// may have been cut and refilled by another master meanwhile).
+    pub(super) fn saves_dedupe(&self) -> bool {
+        self.dedupe.enabled()
+            && self.ha.is_none()
+            && self.config.dedupe_save_interval_ms > 0
+            && !self.config.mutant_dedupe_not_rebuilt
+    }
+
+    /// Opens the window of a lone broker: from its saved file and the log
+    /// written since, when the file is intact and the log still holds what
+    /// it names; else rebuilt from the log. A broker that does not save its
+    /// window deletes a file left from an earlier configuration.
+    pub(super) fn open_dedupe(&self) {
+        if !self.saves_dedupe() {
+            if let Err(e) = self.disk.remove(WINDOW_FILE) {
+                tracing::warn!(error = %e, "could not delete a saved dedupe window");
+            }
+            if self.ha.is_none() {
+                self.rebuild_dedupe();
+            }
+            return;
+        }
+        match self.restore_dedupe() {
+            Ok(replayed) => tracing::info!(
+                keys = self.dedupe.len(),
+                producer_lanes = self.dedupe.sequences().lanes(),
+                replayed,
+                "dedupe window read from its file and the log since"
+            ),
+            Err(why) => {
+                tracing::info!(why, "dedupe window not restored from its file");
+                self.rebuild_dedupe();
+            }
+        }
+    }
+
+    /// Installs the saved window and replays the log from its `from`;
+    /// returns the records replayed, or why the file was not used (the
+    /// window is then left for the caller to rebuild).
+    fn restore_dedupe(&self) -> std::result::Result<u64, &'static str> {
+        let bytes = match self.disk.read_small(WINDOW_FILE) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err("no file"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the saved dedupe window");
+                return Err("unreadable");
+            }
+        };
+        let (file, lanes, newest_answer) = self.dedupe.load(&bytes)?;
+        let written = self.store.commit_log().written().get();
+        if file.covered_end > written || file.from > written {
+            return Err("the log ends before records the file names (a cut tail)");
+        }
+        if let Some(witness) = file.witness(newest_answer) {
+            if !self.holds_witness(&file, witness) {
+                return Err("the log no longer holds the newest record the file names");
+            }
+        }
+        if !self.dedupe.install(&file, &lanes) {
+            return Err("a send was in flight");
+        }
+        let now = self.now_ms();
+        let mut replayed = 0_u64;
+        let stopped = self.store.visit_from(file.from, |r| {
+            replayed += 1;
+            self.dedupe.recovered(r, now);
+        });
+        if stopped < written {
+            return Err("the log from the file's position is not whole");
+        }
+        Ok(replayed)
+    }
+
+    /// True when the record `witness` names is in the log unchanged.
+    fn holds_witness(&self, file: &File, witness: Witness) -> bool {
+        let original = witness.original();
+        let Ok(at) = u64::try_from(original.phys_offset) else {
+            return false;
+        };
+        self.store
+            .record_at(at, |rec| {
+                original_of(rec).is_some_and(|sent| {
+                    let same_key = match witness {
+                        Witness::Key(id, _) => {
+                            ring::identity(file.ring.secret, sent.topic, sent.key) == id
+                        }
+                        Witness::Answer(_) => true,
+                    };
+                    same_key
+                        && sent.original.phys_offset == original.phys_offset
+                        && sent.original.end == original.end
+                })
+            })
+            .unwrap_or(false)
+    }
+
+    /// Saves the window of a lone broker when due: it changed since the
+    /// last save, and sends paused (none checked since the previous call)
+    /// or `due` (the save interval passed, or the broker is stopping).
+    pub(super) async fn save_dedupe(&self, due: bool) {
+        if !self.saves_dedupe() || !self.dedupe.save_due(due) {
+            return;
+        }
+        let written = self.store.commit_log().written().get();
+        let (bytes, token) = self.dedupe.save(written);
+        match self.disk.replace_atomically(WINDOW_FILE, &bytes).await {
+            Ok(()) => self.dedupe.mark_saved(token),
+            Err(e) => tracing::warn!(error = %e, "could not save the dedupe window"),
+        }
     }
 }
 
@@ -117,7 +236,13 @@ pub struct DedupeWindow {
     keys_max: usize,
     state: Mutex<Ring>,
     sequences: Sequences,
+    lanes_max: usize,
     sequences_rebuild_ms: u64,
+    /// The claims taken when the window was last saved (`u64::MAX`: not
+    /// saved yet).
+    saved_token: AtomicU64,
+    /// The claims taken when the saver last looked.
+    seen_token: AtomicU64,
 }
 
 impl DedupeWindow {
@@ -129,7 +254,10 @@ impl DedupeWindow {
             keys_max,
             state: Mutex::new(Ring::new(keys_max)),
             sequences: Sequences::new(0),
+            lanes_max: 0,
             sequences_rebuild_ms: 0,
+            saved_token: AtomicU64::new(u64::MAX),
+            seen_token: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -148,6 +276,7 @@ impl DedupeWindow {
     pub fn with_sequences(mut self, lanes_max: usize, rebuild_ms: u64) -> Self {
         let lanes_max = if self.enabled() { lanes_max } else { 0 };
         self.sequences = Sequences::new(lanes_max);
+        self.lanes_max = lanes_max;
         self.sequences_rebuild_ms = rebuild_ms;
         self
     }
@@ -182,13 +311,24 @@ impl DedupeWindow {
         self.len() == 0
     }
 
-    /// Looks `key` of `topic` up at `now_ms`, claiming it when new.
+    /// Looks `key` of `topic` up at `now_ms`, claiming it when new, with
+    /// no bound on where its record will be stored (a save taken while
+    /// the claim stands replays the whole log: see [`claim_at`]).
+    ///
+    /// [`claim_at`]: Self::claim_at
     pub fn claim(&self, topic: &str, key: &str, now_ms: i64) -> Claim {
+        self.claim_at(topic, key, now_ms, 0)
+    }
+
+    /// [`claim`](Self::claim) by a send whose record, if stored, starts at
+    /// or after log position `log_at` (the log's written end, read before
+    /// the call): a save taken while the claim stands replays from there.
+    pub fn claim_at(&self, topic: &str, key: &str, now_ms: i64, log_at: u64) -> Claim {
         let cutoff = self.since_ms(now_ms);
         let mut ring = self.lock();
         ring.expire(cutoff);
         let id = ring.id(topic, key);
-        match ring.claim(id, cutoff) {
+        match ring.claim(id, cutoff, log_at) {
             Found::Stored(original) => Claim::Stored(original),
             Found::InFlight => Claim::InFlight,
             Found::Claimed(ticket) => Claim::Claimed(ticket),
@@ -259,6 +399,80 @@ impl DedupeWindow {
             0
         });
         now_ms.saturating_sub(i64::try_from(span).unwrap_or(i64::MAX))
+    }
+
+    /// The parameters a saved window must have been saved under.
+    fn params(&self) -> Params {
+        Params {
+            window_ms: self.window_ms,
+            keys_max: self.keys_max as u64,
+            lanes_max: self.lanes_max as u64,
+        }
+    }
+
+    /// The window's saved form for a log whose written end was `written`
+    /// (read before the call), and the claims taken when it was copied
+    /// (for [`mark_saved`](Self::mark_saved)). The stored keys are copied
+    /// under the lock (two arrays, no per-key work) and the lanes encoded
+    /// after, so each lane holds at least what the copied keys do.
+    pub fn save(&self, written: u64) -> (Vec<u8>, u64) {
+        let (ring, token) = {
+            let ring = self.lock();
+            (ring.snapshot(), ring.claims_taken())
+        };
+        let from = ring.claims_from.map_or(written, |c| c.min(written));
+        let mut lanes = Writer(Vec::new());
+        let newest_answer = self.sequences.save(&mut lanes);
+        let covered_end = File::keys_end(&ring).max(newest_answer.map_or(0, |o| o.end));
+        let file = File {
+            params: self.params(),
+            from,
+            covered_end,
+            ring,
+            lanes: lanes.0,
+        };
+        (file.encode(), token)
+    }
+
+    /// True when the window changed since it was last saved and either
+    /// sends paused (no claim since the previous call) or `due`.
+    pub fn save_due(&self, due: bool) -> bool {
+        let token = self.lock().claims_taken();
+        let seen = self.seen_token.swap(token, Ordering::Relaxed);
+        token != self.saved_token.load(Ordering::Relaxed) && (due || seen == token)
+    }
+
+    /// The window as copied at `token` claims is saved.
+    pub fn mark_saved(&self, token: u64) {
+        self.saved_token.store(token, Ordering::Relaxed);
+    }
+
+    /// Reads a saved window: the file, its lanes (in a table of their
+    /// own until installed) and their newest answer; why not, when the
+    /// bytes are not an intact file saved under this window's parameters.
+    fn load(
+        &self,
+        bytes: &[u8],
+    ) -> std::result::Result<(File, Sequences, Option<Original>), &'static str> {
+        let file = File::decode(bytes).ok_or("not an intact file")?;
+        if file.params != self.params() {
+            return Err("saved under other parameters");
+        }
+        let lanes = Sequences::new(self.lanes_max);
+        let newest = lanes
+            .restore(&file.lanes)
+            .map_err(|()| "its lanes are not whole or exceed the caps")?;
+        Ok((file, lanes, newest))
+    }
+
+    /// Replaces the window's keys with the file's and its lanes with
+    /// `lanes`; false (nothing changed) while a claim is in flight.
+    fn install(&self, file: &File, lanes: &Sequences) -> bool {
+        if !self.lock().restore(&file.ring) {
+            return false;
+        }
+        self.sequences.replace_with(lanes);
+        true
     }
 
     /// Replaces the window with the keys of `records` (read in log order,

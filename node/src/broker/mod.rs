@@ -193,10 +193,10 @@ impl<D: Disk, C: Clock> Broker<D, C> {
         let reply = handlers::reply_topic(&self.config.cluster_name);
         self.topics
             .ensure(&reply, 1, PERM_READ | PERM_WRITE, self.now_ms());
-        match self.replication() {
-            Some(ha) => ha::listen_appends(self, ha),
-            None => self.rebuild_dedupe(),
+        if let Some(ha) = self.replication() {
+            ha::listen_appends(self, ha);
         }
+        self.open_dedupe();
     }
 
     /// The configuration in force.
@@ -515,14 +515,22 @@ impl<D: Disk, C: Clock> Broker<D, C> {
             v.shutdown(Duration::from_secs(1)).await;
         }
         register::unregister(&self, &transport).await;
+        self.persist_on_stop().await;
+        self.store.shutdown().await?;
+        tracing::info!("broker stopped cleanly");
+        Ok(())
+    }
+
+    /// Writes what the broker keeps beside its store, once it serves no
+    /// more requests.
+    async fn persist_on_stop(&self) {
         self.persist_offsets().await;
         self.persist_subscription_groups().await;
         self.persist_delay_offsets().await;
         self.persist_transactions().await;
         self.persist_timer_progress().await;
-        self.store.shutdown().await?;
-        tracing::info!("broker stopped cleanly");
-        Ok(())
+        // No send is in flight now: the saved window is exact.
+        self.save_dedupe(true).await;
     }
 
     /// Periodic duties: interval flush and checkpoint, offset persistence,
@@ -553,6 +561,8 @@ impl<D: Disk, C: Clock> Broker<D, C> {
                 // Auto-created groups are written here, off the pull path.
                 self.persist_subscription_groups().await;
             }
+            self.save_dedupe(due(self.config.dedupe_save_interval_ms))
+                .await;
             if due(self.config.retention_interval_ms) {
                 if let Err(e) = self.store.clean_expired() {
                     tracing::warn!(error = %e, "retention pass failed");

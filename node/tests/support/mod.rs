@@ -72,8 +72,11 @@ pub fn try_spawn_until_seen(
         .next()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // A filter the caller set on the command stands.
+    if !command.get_envs().any(|(k, _)| k == "RUST_LOG") {
+        command.env("RUST_LOG", log.as_deref().unwrap_or("warn"));
+    }
     let mut child = command
-        .env("RUST_LOG", log.as_deref().unwrap_or("warn"))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -212,6 +215,8 @@ pub struct Node {
     pub http: String,
     /// The RocketMQ 5 gRPC endpoint (`host:port`).
     pub grpc: String,
+    /// What the node printed until its broker listened.
+    pub started: Vec<String>,
 }
 
 /// A port `p` such that `p` and `p - 2` (the VIP port) are free now.
@@ -263,7 +268,7 @@ impl Node {
                 }
             };
             let (ns, broker) = (format!("127.0.0.1:{ns}"), format!("127.0.0.1:{broker}"));
-            match Self::try_launch(data_dir, flush, ns, broker, Some(path.clone())) {
+            match Self::try_launch(data_dir, flush, ns, broker, Some(path.clone()), None) {
                 Ok(node) => return node,
                 Err(e) => errors.push(e),
             }
@@ -298,7 +303,24 @@ impl Node {
         broker: String,
         config: Option<PathBuf>,
     ) -> Self {
-        Self::try_launch(data_dir, flush, namesrv, broker, config).unwrap_or_else(|e| panic!("{e}"))
+        Self::try_launch(data_dir, flush, namesrv, broker, config, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`start_on`](Self::start_on) printing what `rust_log` (a
+    /// `RUST_LOG` filter) lets through, seen in [`started`](Self::started)
+    /// up to the listening line.
+    pub fn start_on_logging(
+        data_dir: &Path,
+        flush: &str,
+        namesrv: String,
+        broker: String,
+        rust_log: &str,
+    ) -> Self {
+        let path = data_dir.join("broker.toml");
+        std::fs::write(&path, with_small_store("")).expect("write broker.toml");
+        Self::try_launch(data_dir, flush, namesrv, broker, Some(path), Some(rust_log))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn try_launch(
@@ -307,9 +329,13 @@ impl Node {
         namesrv: String,
         broker: String,
         config: Option<PathBuf>,
+        rust_log: Option<&str>,
     ) -> Result<Self, String> {
         let mut command = Command::new(node_binary());
         command.arg("standalone");
+        if let Some(filter) = rust_log {
+            command.env("RUST_LOG", filter);
+        }
         if let Some(path) = &config {
             command.arg("--config").arg(path);
         }
@@ -334,6 +360,7 @@ impl Node {
             .expect("sluice-node printed its gRPC port");
         Ok(Self {
             child: Some(child),
+            started: seen,
             data_dir: data_dir.to_owned(),
             namesrv,
             broker,

@@ -2,14 +2,16 @@
 //! every new key; when it holds the cap, it becomes the previous one and
 //! the old previous one is dropped whole), and the claims in flight apart.
 //!
-//! A key is kept as a 128-bit identity: two independently keyed 64-bit
-//! hashes of its topic and text, not the text. An item is a fixed-size
+//! A key is kept as a 128-bit identity: the keyed SipHash-1-3 (128-bit
+//! output) of its topic and text, not the text. An item is a fixed-size
 //! value in its generation's array (written in store order), found through
 //! a table of 4-byte indices: no allocation per key, nothing to free when
 //! it goes. Two different keys share an identity with probability about
-//! 2^-128 per pair (the hashes are keyed with secrets drawn per process, so
-//! no client can aim for it): below 10^-28 for a full window of 200,000
-//! keys.
+//! 2^-128 per pair (the hash is keyed with a secret drawn when the window
+//! is first made, so no client can aim for it): below 10^-28 for a full
+//! window of 200,000 keys. The secret is saved with the window (`saved`),
+//! so identities read back from the file are the ones the next process
+//! computes.
 //!
 //! Why generations: a window that drops exactly its oldest key per new one
 //! must find that key's table slot, which is cold (stored 100,000 sends
@@ -22,27 +24,50 @@
 //! exact: a stored key older than the window is never answered from, and a
 //! generation whose newest key is older than the window is dropped.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hasher, RandomState};
 
 use hashbrown::HashTable;
+use siphasher::sip128::{Hasher128, SipHasher13};
 
-use super::key::Parts;
 use super::Original;
 
-/// A key's identity: its topic and text under two keyed hashes. `lo` is
-/// also its hash in the tables.
+/// A key's identity: its topic and text under the keyed 128-bit hash. `lo`
+/// is also its hash in the tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Id {
-    lo: u64,
-    hi: u64,
+    pub(super) lo: u64,
+    pub(super) hi: u64,
 }
 
 /// One stored key.
-#[derive(Clone, Copy)]
-struct Stored {
-    id: Id,
-    original: Original,
-    at_ms: i64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Stored {
+    pub(super) id: Id,
+    pub(super) original: Original,
+    pub(super) at_ms: i64,
+}
+
+/// The secret the identities are hashed with.
+pub(super) type Secret = (u64, u64);
+
+/// One generation as saved: its newest store time and its items in store
+/// order (an item whose key was stored again later may still stand in an
+/// older generation; the newer item shadows it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Saved {
+    pub(super) newest_ms: i64,
+    pub(super) items: Vec<Stored>,
+}
+
+/// The stored keys of a ring at one moment, and the lowest log position
+/// a claim in flight then could store its record at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Snapshot {
+    pub(super) secret: Secret,
+    pub(super) previous: Saved,
+    pub(super) current: Saved,
+    /// `None` when no claim was in flight.
+    pub(super) claims_from: Option<u64>,
 }
 
 /// Keys stored in one span of sends: the items in store order, and a
@@ -118,11 +143,30 @@ impl Generation {
     }
 }
 
+/// The identity of `key` on `topic` under `secret`.
+pub(super) fn identity(secret: Secret, topic: &str, key: &str) -> Id {
+    let mut h = SipHasher13::new_with_keys(secret.0, secret.1);
+    // Each part ends with a byte no UTF-8 text holds, so parts that
+    // concatenate alike differ.
+    h.write(topic.as_bytes());
+    h.write_u8(0xff);
+    h.write(key.as_bytes());
+    h.write_u8(0xff);
+    let hash = h.finish128();
+    Id {
+        lo: hash.h1,
+        hi: hash.h2,
+    }
+}
+
 /// A claim in flight.
 struct Claimed {
     id: Id,
     /// Names this claim to its [`Ticket`] (unique within the ring).
     token: u64,
+    /// The log's written position when the claim was taken: its record, if
+    /// stored, starts at or after it.
+    log_at: u64,
 }
 
 /// What a claim is found by when its send ends: the key's identity and
@@ -136,7 +180,7 @@ pub struct Ticket {
 
 /// The keys of a window, `cap` per generation.
 pub(super) struct Ring {
-    hashers: [RandomState; 2],
+    secret: Secret,
     current: Generation,
     previous: Generation,
     cap: usize,
@@ -156,8 +200,14 @@ impl Ring {
     /// An empty ring whose generations hold `cap` keys each (at least 1,
     /// at most `u32::MAX`).
     pub fn new(cap: usize) -> Self {
+        let entropy = RandomState::new();
+        Self::with_secret(cap, (entropy.hash_one(1_u8), entropy.hash_one(2_u8)))
+    }
+
+    /// An empty ring hashing with `secret`.
+    pub fn with_secret(cap: usize, secret: Secret) -> Self {
         Self {
-            hashers: [RandomState::new(), RandomState::new()],
+            secret,
             current: Generation::default(),
             previous: Generation::default(),
             // Items are numbered by `u32` within a generation.
@@ -170,12 +220,7 @@ impl Ring {
     /// The identity of `key` on `topic` (computed once per call into the
     /// ring).
     pub fn id(&self, topic: &str, key: &str) -> Id {
-        let [lo, hi] = &self.hashers;
-        let parts = Parts([topic, key]);
-        Id {
-            lo: lo.hash_one(&parts),
-            hi: hi.hash_one(&parts),
-        }
+        identity(self.secret, topic, key)
     }
 
     /// The stored item of `id` stored at or after `cutoff_ms`.
@@ -189,7 +234,7 @@ impl Ring {
 
     /// Looks the key up (stored at or after `cutoff_ms`); claims it when
     /// absent.
-    pub fn claim(&mut self, id: Id, cutoff_ms: i64) -> Found {
+    pub fn claim(&mut self, id: Id, cutoff_ms: i64, log_at: u64) -> Found {
         if let Some(s) = self.fresh(id, cutoff_ms) {
             return Found::Stored(s.original);
         }
@@ -199,7 +244,7 @@ impl Ring {
             hashbrown::hash_table::Entry::Vacant(v) => {
                 let token = self.next_token;
                 self.next_token += 1;
-                v.insert(Claimed { id, token });
+                v.insert(Claimed { id, token, log_at });
                 Found::Claimed(Ticket { id, token })
             }
         }
@@ -287,6 +332,49 @@ impl Ring {
     pub fn clear_stored(&mut self) {
         self.current.clear();
         self.previous.clear();
+    }
+
+    /// Claims taken so far (a count that moves whenever a send is
+    /// checked): the saver's sign of activity.
+    pub fn claims_taken(&self) -> u64 {
+        self.next_token
+    }
+
+    /// The stored keys, the secret and the claims' lowest log position.
+    pub fn snapshot(&self) -> Snapshot {
+        let saved = |g: &Generation| Saved {
+            newest_ms: g.newest_ms,
+            items: g.items.clone(),
+        };
+        Snapshot {
+            secret: self.secret,
+            previous: saved(&self.previous),
+            current: saved(&self.current),
+            claims_from: self.claims.iter().map(|c| c.log_at).min(),
+        }
+    }
+
+    /// Replaces the stored keys and the secret with `copy`'s; false (and
+    /// nothing changed) while a claim is in flight, since its identity was
+    /// hashed with the old secret.
+    pub fn restore(&mut self, copy: &Snapshot) -> bool {
+        if !self.claims.is_empty() {
+            return false;
+        }
+        self.secret = copy.secret;
+        self.clear_stored();
+        for item in &copy.current.items {
+            self.current.put(*item);
+        }
+        for item in &copy.previous.items {
+            // Shadowed by a newer item of its key: not put back.
+            if self.current.get(item.id).is_none() {
+                self.previous.put(*item);
+            }
+        }
+        self.current.newest_ms = copy.current.newest_ms;
+        self.previous.newest_ms = copy.previous.newest_ms;
+        true
     }
 }
 

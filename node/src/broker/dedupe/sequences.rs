@@ -17,6 +17,7 @@ use indexmap::IndexMap;
 use sluice_core::message::{keys, Properties};
 
 use super::key::{Key, Parts};
+use super::saved::{Reader, Writer, ORIGINAL_BYTES};
 use super::Original;
 
 /// Answers (msgId, queue, offset) kept per lane, newest numbers first. A
@@ -153,6 +154,15 @@ impl State {
         Some(lane)
     }
 
+    /// The kept answer with the furthest end.
+    fn newest_answer(&self) -> Option<Original> {
+        self.lanes
+            .values()
+            .flat_map(|lane| lane.answers.values())
+            .max_by_key(|o| o.end)
+            .copied()
+    }
+
     /// Forgets the least recently used lane.
     fn evict_oldest(&mut self) {
         let oldest = self
@@ -238,9 +248,90 @@ impl Sequences {
         }
     }
 
+    /// Takes `other`'s lanes (leaving it empty).
+    pub(super) fn replace_with(&self, other: &Sequences) {
+        let taken = std::mem::take(&mut *other.lock());
+        *self.lock() = taken;
+    }
+
     /// Forgets every lane (before a rebuild).
     pub fn clear(&self) {
         *self.lock() = State::default();
+    }
+
+    /// Appends the lanes to `out` (the saved window's part, read back by
+    /// [`restore`](Self::restore)); returns the newest answer kept (the
+    /// one with the furthest end), if any.
+    pub(super) fn save(&self, out: &mut Writer) -> Option<Original> {
+        let st = self.lock();
+        out.u64(st.tick);
+        out.u64(st.lanes.len() as u64);
+        for (id, lane) in &st.lanes {
+            for part in id.parts() {
+                out.str(part);
+            }
+            out.u64(lane.used);
+            out.u64(lane.ranges.len() as u64);
+            for (start, end) in &lane.ranges {
+                out.u64(*start);
+                out.u64(*end);
+            }
+            out.u64(lane.answers.len() as u64);
+            for (seq, original) in &lane.answers {
+                out.u64(*seq);
+                out.original(original);
+            }
+        }
+        st.newest_answer()
+    }
+
+    /// Replaces the lanes with those [`save`](Self::save) wrote in
+    /// `bytes`, returning the newest answer as `save` did; `Err` (and
+    /// nothing changed) when the bytes are not whole, or hold more lanes,
+    /// ranges or answers than kept.
+    pub(super) fn restore(&self, bytes: &[u8]) -> Result<Option<Original>, ()> {
+        let st = self.read(bytes).ok_or(())?;
+        let newest = st.newest_answer();
+        *self.lock() = st;
+        Ok(newest)
+    }
+
+    fn read(&self, bytes: &[u8]) -> Option<State> {
+        let mut r = Reader(bytes);
+        let mut st = State {
+            tick: r.u64()?,
+            ..State::default()
+        };
+        let lanes = r.len(3 * 2 + 8 * 3)?;
+        if lanes > self.lanes_max {
+            return None;
+        }
+        for _ in 0..lanes {
+            let id = Key::new([r.str()?, r.str()?, r.str()?]);
+            let mut lane = Lane {
+                used: r.u64()?,
+                ..Lane::default()
+            };
+            let ranges = r.len(16)?;
+            if ranges > RANGES_MAX {
+                return None;
+            }
+            for _ in 0..ranges {
+                lane.ranges.insert(r.u64()?, r.u64()?);
+            }
+            let answers = r.len(8 + ORIGINAL_BYTES)?;
+            if answers > ANSWERS_MAX {
+                return None;
+            }
+            for _ in 0..answers {
+                lane.answers.insert(r.u64()?, r.original()?);
+            }
+            st.lanes.insert(id, lane);
+        }
+        if !r.0.is_empty() {
+            return None;
+        }
+        Some(st)
     }
 }
 

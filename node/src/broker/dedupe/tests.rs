@@ -1,6 +1,7 @@
 use bytes::Bytes;
 use sluice_core::message::{sys_flag, MessageInput, Properties, RecordStamp};
 
+use super::saved::{File, Witness};
 use super::*;
 
 fn original(offset: i64) -> Original {
@@ -310,4 +311,166 @@ fn a_rebuild_keeps_the_claims_in_flight_and_their_tickets() {
     w.release_claim(ticket);
     w.stored_claim(ticket, None, original(3), 1_005);
     assert_eq!(w.claim("T", "Flying", 1_006), Claim::Stored(original(2)));
+}
+
+fn stamp(producer: &str, lane: &str, seq: u64) -> Stamp {
+    Stamp {
+        producer: producer.to_owned(),
+        lane: lane.to_owned(),
+        seq,
+    }
+}
+
+/// A window with keys in both generations (one stored again, one expired
+/// by the clock at 20,000), and stamped numbers in two lanes.
+fn saved_window() -> DedupeWindow {
+    let w = DedupeWindow::new(10_000, 3).with_sequences(10, 60_000);
+    store(&w, "T", "Expired", 1, 9_000);
+    for (i, key) in ["A", "B", "C", "D"].into_iter().enumerate() {
+        let i = i64::try_from(i).expect("small");
+        store(&w, "T", key, 10 + i, 12_000 + i);
+    }
+    // A again, into the current generation.
+    w.stored("T", "A", None, original(20), 12_010);
+    for seq in 1..=3 {
+        let at = i64::try_from(seq).expect("small");
+        w.sequences()
+            .stored("T", &stamp("P", "b@0", seq), original(30 + at));
+    }
+    w.sequences()
+        .stored("U", &stamp("Q", "b@1", 7), original(40));
+    w
+}
+
+/// What a window answers for the keys and numbers of [`saved_window`]
+/// at `now` (claims taken are released again).
+fn answers(w: &DedupeWindow, now: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in ["Expired", "A", "B", "C", "D", "Never"] {
+        let claim = w.claim("T", key, now);
+        out.push(format!("{key}: {claim:?}").replace(char::is_numeric, "#"));
+        if let Claim::Stored(o) = claim {
+            out.push(format!("{key} at {}", o.phys_offset));
+        } else {
+            w.release("T", key);
+        }
+    }
+    for (topic, s) in [
+        ("T", stamp("P", "b@0", 1)),
+        ("T", stamp("P", "b@0", 3)),
+        ("T", stamp("P", "b@0", 4)),
+        ("U", stamp("Q", "b@1", 7)),
+        ("U", stamp("P", "b@0", 1)),
+    ] {
+        out.push(format!("{topic} {s:?}: {:?}", w.seen(topic, Some(&s))));
+    }
+    out
+}
+
+/// Read back into a fresh window (another process: another secret until
+/// the file's is taken), a saved window answers every key and number as
+/// the window it was saved from, expiry by the clock included.
+#[test]
+fn a_saved_window_read_back_answers_every_key_and_number_as_before() {
+    let w = saved_window();
+    let (bytes, _) = w.save(5_000);
+    let file = File::decode(&bytes).expect("intact");
+    assert_eq!(file.from, 5_000, "no claim in flight: from the written end");
+    assert_eq!(
+        file.covered_end,
+        original(40).end,
+        "the furthest record named"
+    );
+    let back = DedupeWindow::new(10_000, 3).with_sequences(10, 60_000);
+    let (file, lanes, newest) = back.load(&bytes).expect("loads");
+    assert_eq!(newest, Some(original(40)));
+    assert_eq!(
+        file.witness(newest),
+        Some(Witness::Answer(original(40))),
+        "the lanes' answer ends furthest"
+    );
+    assert!(back.install(&file, &lanes));
+    for now in [12_100, 20_000, 22_001] {
+        assert_eq!(answers(&back, now), answers(&w, now), "at {now}");
+    }
+    assert_eq!(back.sequences().lanes(), 2);
+}
+
+/// The claims in flight when a save is taken may still store their records
+/// below the written end: the file replays from the lowest position one
+/// was taken at. (A save that took the written end alone would lose the
+/// key of a send answered after the save.)
+#[test]
+fn a_save_taken_while_a_claim_stands_replays_from_where_that_claim_was_taken() {
+    let w = DedupeWindow::new(10_000, 3);
+    store(&w, "T", "A", 1, 1_000);
+    assert!(matches!(
+        w.claim_at("T", "B", 1_001, 700),
+        Claim::Claimed(_)
+    ));
+    assert!(matches!(
+        w.claim_at("T", "C", 1_001, 800),
+        Claim::Claimed(_)
+    ));
+    let (bytes, _) = w.save(900);
+    assert_eq!(File::decode(&bytes).expect("intact").from, 700);
+    // Once the claims end, the written end is where the replay starts.
+    w.stored("T", "B", None, original(2), 1_002);
+    w.stored("T", "C", None, original(3), 1_002);
+    let (bytes, _) = w.save(950);
+    assert_eq!(File::decode(&bytes).expect("intact").from, 950);
+    // Installing needs no claim in flight (they hash with the old secret).
+    let back = DedupeWindow::new(10_000, 3);
+    let (file, lanes, _) = back.load(&bytes).expect("loads");
+    assert!(matches!(back.claim("T", "Z", 1_003), Claim::Claimed(_)));
+    assert!(!back.install(&file, &lanes));
+    back.release("T", "Z");
+    assert!(back.install(&file, &lanes));
+    assert_eq!(back.claim("T", "B", 1_003), Claim::Stored(original(2)));
+}
+
+/// A file that is cut short, has any byte changed, or was saved under
+/// other parameters is refused, without a panic; the window is untouched.
+#[test]
+fn a_cut_corrupt_or_foreign_file_is_refused() {
+    let w = saved_window();
+    let (bytes, _) = w.save(5_000);
+    let back = DedupeWindow::new(10_000, 3).with_sequences(10, 60_000);
+    for len in 0..bytes.len() {
+        assert!(back.load(&bytes[..len]).is_err(), "cut at {len}");
+    }
+    for at in 0..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x20;
+        assert!(back.load(&bad).is_err(), "byte {at} changed");
+    }
+    for other in [
+        DedupeWindow::new(10_001, 3).with_sequences(10, 60_000),
+        DedupeWindow::new(10_000, 4).with_sequences(10, 60_000),
+        DedupeWindow::new(10_000, 3).with_sequences(9, 60_000),
+    ] {
+        assert_eq!(
+            other.load(&bytes).err(),
+            Some("saved under other parameters")
+        );
+    }
+    assert!(back.load(&bytes).is_ok());
+    assert_eq!(back.len(), 0);
+}
+
+/// The save is due when the window changed since the last save and sends
+/// paused, or when the interval says so.
+#[test]
+fn a_save_is_due_after_a_change_once_sends_pause_or_the_interval_passes() {
+    let w = DedupeWindow::new(10_000, 3);
+    assert!(!w.save_due(false), "first look: no pause seen yet");
+    assert!(w.save_due(false), "never saved, and paused");
+    let (_, token) = w.save(0);
+    w.mark_saved(token);
+    assert!(!w.save_due(true), "nothing changed since");
+    store(&w, "T", "A", 1, 1_000);
+    assert!(!w.save_due(false), "sends arrived since the last look");
+    assert!(w.save_due(false), "paused");
+    store(&w, "T", "B", 2, 1_001);
+    assert!(w.save_due(true), "the interval passed");
 }

@@ -99,7 +99,8 @@ pub(super) async fn claim<'a, D: Disk, C: Clock>(
             Seen::Forgotten => return Ok(Once::Forgotten),
             Seen::New => {}
         }
-        match window.claim(topic, key, b.now_ms()) {
+        let log_at = b.store().commit_log().written().get();
+        match window.claim_at(topic, key, b.now_ms(), log_at) {
             Claim::Stored(original) => return Ok(Once::Duplicate(original)),
             Claim::Claimed(ticket) => {
                 return Ok(Once::Store(Some(Claimed {
