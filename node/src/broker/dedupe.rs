@@ -170,16 +170,22 @@ impl<D: Disk, C: Clock> Broker<D, C> {
     }
 
     /// Saves the window of a lone broker when due: it changed since the
-    /// last save, and sends paused (none checked since the previous call)
-    /// or `due` (the save interval passed, or the broker is stopping).
-    pub(super) async fn save_dedupe(&self, due: bool) {
-        if !self.saves_dedupe() || !self.dedupe.save_due(due) {
+    /// last save, and sends paused (none checked since the previous call),
+    /// or `dedupe_save_interval_ms` passed since the last save, or the
+    /// broker is `stopping`.
+    pub(super) async fn save_dedupe(&self, stopping: bool) {
+        if !self.saves_dedupe() {
+            return;
+        }
+        let now_ms = u64::try_from(self.clock.monotonic().as_millis()).unwrap_or(u64::MAX);
+        let interval_ms = self.config.dedupe_save_interval_ms;
+        if !self.dedupe.save_due(now_ms, interval_ms, stopping) {
             return;
         }
         let written = self.store.commit_log().written().get();
         let (bytes, token) = self.dedupe.save(written);
         match self.disk.replace_atomically(WINDOW_FILE, &bytes).await {
-            Ok(()) => self.dedupe.mark_saved(token),
+            Ok(()) => self.dedupe.mark_saved(token, now_ms),
             Err(e) => tracing::warn!(error = %e, "could not save the dedupe window"),
         }
     }
@@ -243,6 +249,8 @@ pub struct DedupeWindow {
     saved_token: AtomicU64,
     /// The claims taken when the saver last looked.
     seen_token: AtomicU64,
+    /// When the window was last saved (the broker's monotonic clock, ms).
+    saved_at_ms: AtomicU64,
 }
 
 impl DedupeWindow {
@@ -258,6 +266,7 @@ impl DedupeWindow {
             sequences_rebuild_ms: 0,
             saved_token: AtomicU64::new(u64::MAX),
             seen_token: AtomicU64::new(u64::MAX),
+            saved_at_ms: AtomicU64::new(0),
         }
     }
 
@@ -434,17 +443,21 @@ impl DedupeWindow {
         (file.encode(), token)
     }
 
-    /// True when the window changed since it was last saved and either
-    /// sends paused (no claim since the previous call) or `due`.
-    pub fn save_due(&self, due: bool) -> bool {
+    /// True, at `now_ms`, when the window changed since it was last saved
+    /// and either sends paused (no claim since the previous call),
+    /// `interval_ms` passed since the last save, or `force`.
+    pub fn save_due(&self, now_ms: u64, interval_ms: u64, force: bool) -> bool {
         let token = self.lock().claims_taken();
         let seen = self.seen_token.swap(token, Ordering::Relaxed);
-        token != self.saved_token.load(Ordering::Relaxed) && (due || seen == token)
+        let waited = now_ms.saturating_sub(self.saved_at_ms.load(Ordering::Relaxed));
+        token != self.saved_token.load(Ordering::Relaxed)
+            && (force || seen == token || waited >= interval_ms)
     }
 
-    /// The window as copied at `token` claims is saved.
-    pub fn mark_saved(&self, token: u64) {
+    /// The window as copied at `token` claims was saved at `now_ms`.
+    pub fn mark_saved(&self, token: u64, now_ms: u64) {
         self.saved_token.store(token, Ordering::Relaxed);
+        self.saved_at_ms.store(now_ms, Ordering::Relaxed);
     }
 
     /// Reads a saved window: the file, its lanes (in a table of their

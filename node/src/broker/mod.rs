@@ -561,8 +561,7 @@ impl<D: Disk, C: Clock> Broker<D, C> {
                 // Auto-created groups are written here, off the pull path.
                 self.persist_subscription_groups().await;
             }
-            self.save_dedupe(due(self.config.dedupe_save_interval_ms))
-                .await;
+            self.save_dedupe(false).await;
             if due(self.config.retention_interval_ms) {
                 if let Err(e) = self.store.clean_expired() {
                     tracing::warn!(error = %e, "retention pass failed");

@@ -463,14 +463,34 @@ fn a_cut_corrupt_or_foreign_file_is_refused() {
 #[test]
 fn a_save_is_due_after_a_change_once_sends_pause_or_the_interval_passes() {
     let w = DedupeWindow::new(10_000, 3);
-    assert!(!w.save_due(false), "first look: no pause seen yet");
-    assert!(w.save_due(false), "never saved, and paused");
+    assert!(
+        !w.save_due(100, 1_000, false),
+        "first look: no pause seen yet"
+    );
+    assert!(w.save_due(200, 1_000, false), "never saved, and paused");
     let (_, token) = w.save(0);
-    w.mark_saved(token);
-    assert!(!w.save_due(true), "nothing changed since");
+    w.mark_saved(token, 200);
+    assert!(!w.save_due(5_000, 1_000, true), "nothing changed since");
     store(&w, "T", "A", 1, 1_000);
-    assert!(!w.save_due(false), "sends arrived since the last look");
-    assert!(w.save_due(false), "paused");
-    store(&w, "T", "B", 2, 1_001);
-    assert!(w.save_due(true), "the interval passed");
+    assert!(
+        !w.save_due(300, 1_000, false),
+        "sends arrived since the last look"
+    );
+    assert!(w.save_due(400, 1_000, false), "paused");
+    let (_, token) = w.save(0);
+    w.mark_saved(token, 400);
+    for (i, key) in ["B", "C", "D"].into_iter().enumerate() {
+        let at = 500 + 100 * u64::try_from(i).expect("small");
+        store(&w, "T", key, 2, 1_001);
+        assert!(
+            !w.save_due(at, 1_000, false),
+            "sending, not due yet at {at}"
+        );
+    }
+    store(&w, "T", "E", 3, 1_002);
+    assert!(
+        w.save_due(1_400, 1_000, false),
+        "the interval passed under load"
+    );
+    assert!(w.save_due(1_401, 1_000, true), "stopping");
 }
