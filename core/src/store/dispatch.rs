@@ -14,7 +14,9 @@ use crate::consume_queue::{ConsumeQueue, CqEntry};
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::index::topic_key_prefix;
-use crate::message::{java_string_hash_extend, tags_code, IndexedProperties, StoredRecord};
+use crate::message::{
+    java_string_hash_extend, tags_code, IndexedProperties, RecordView, StoredRecord,
+};
 use crate::offset::{CommitLogOffset, QueueOffset};
 
 use super::MessageStore;
@@ -49,6 +51,21 @@ pub(crate) struct Dispatched<'a> {
     pub(crate) sys_flag: i32,
     pub(crate) store_timestamp_ms: i64,
     pub(crate) properties: &'a [u8],
+}
+
+impl<'a> From<&RecordView<'a>> for Dispatched<'a> {
+    fn from(rec: &RecordView<'a>) -> Self {
+        Self {
+            topic: rec.topic,
+            queue_id: rec.queue_id,
+            queue_offset: rec.queue_offset,
+            phys_offset: rec.phys_offset,
+            total_size: rec.total_size,
+            sys_flag: rec.sys_flag,
+            store_timestamp_ms: rec.store_timestamp_ms,
+            properties: rec.properties,
+        }
+    }
 }
 
 impl<'a> From<&'a StoredRecord> for Dispatched<'a> {

@@ -10,7 +10,7 @@ use std::sync::{Mutex, RwLock};
 
 use crate::checkpoint::{Checkpoint, CHECKPOINT_FILE};
 use crate::clock::Clock;
-use crate::commit_log::scan::{find_valid_record_after, step, Step};
+use crate::commit_log::scan::{find_valid_record_after, step, step_viewed, Step};
 use crate::commit_log::SECTOR_BYTES;
 use crate::commit_log::{is_dispatchable, CommitLog};
 use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CQ_ENTRY_BYTES};
@@ -368,31 +368,34 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let mut undispatched = None;
         let mut undispatched_next: BTreeMap<(String, i32), u64> = BTreeMap::new();
         loop {
-            match step(self.log.chain(), pos) {
-                Step::Record(rec, _) => {
-                    if undispatched.is_none() {
-                        match self.dispatch_record(&Dispatched::from(&*rec), Scope::Scan) {
-                            Ok(_) => {}
-                            Err(e) if e.is_storage_full() => {
-                                tracing::warn!(
-                                    error = %e,
-                                    offset = pos,
-                                    "disk full at start-up: records from here on become visible once space returns"
-                                );
-                                undispatched = Some((pos, last_ms));
-                            }
-                            Err(e) => return Err(e),
+            let step = step_viewed(self.log.chain(), pos, |rec| -> Result<i64> {
+                if undispatched.is_none() {
+                    match self.dispatch_record(&Dispatched::from(rec), Scope::Scan) {
+                        Ok(_) => {}
+                        Err(e) if e.is_storage_full() => {
+                            tracing::warn!(
+                                error = %e,
+                                offset = pos,
+                                "disk full at start-up: records from here on become visible once space returns"
+                            );
+                            undispatched = Some((pos, last_ms));
                         }
+                        Err(e) => return Err(e),
                     }
-                    if undispatched.is_some() && is_dispatchable(rec.sys_flag) {
-                        let next = u64::try_from(rec.queue_offset).unwrap_or(0) + 1;
-                        let slot = undispatched_next
-                            .entry((rec.topic.clone(), rec.queue_id))
-                            .or_default();
-                        *slot = (*slot).max(next);
-                    }
-                    pos += u64::from(rec.total_size);
-                    last_ms = rec.store_timestamp_ms;
+                }
+                if undispatched.is_some() && is_dispatchable(rec.sys_flag) {
+                    let next = u64::try_from(rec.queue_offset).unwrap_or(0) + 1;
+                    let slot = undispatched_next
+                        .entry((rec.topic.to_owned(), rec.queue_id))
+                        .or_default();
+                    *slot = (*slot).max(next);
+                }
+                Ok(rec.store_timestamp_ms)
+            });
+            match step {
+                Step::Record(stored_ms, raw) => {
+                    last_ms = stored_ms?;
+                    pos += raw.len() as u64;
                 }
                 Step::Blank { next } | Step::Pad { next } => pos = next,
                 Step::End(reason) => {
@@ -488,14 +491,18 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     ) -> Result<WalkEnd> {
         let mut pos = from;
         while pos < to {
-            match step(self.log.chain(), pos) {
-                Step::Record(rec, _) => {
-                    if pos >= dispatch_from {
-                        let index = pos >= index_from;
-                        let rec = Dispatched::from(&*rec);
-                        self.dispatch_record(&rec, Scope::Rebuild { queues, index })?;
-                    }
-                    pos += u64::from(rec.total_size);
+            let step = step_viewed(self.log.chain(), pos, |rec| {
+                if pos < dispatch_from {
+                    return Ok(());
+                }
+                let index = pos >= index_from;
+                self.dispatch_record(&Dispatched::from(rec), Scope::Rebuild { queues, index })
+                    .map(|_| ())
+            });
+            match step {
+                Step::Record(dispatched, raw) => {
+                    dispatched?;
+                    pos += raw.len() as u64;
                 }
                 Step::Blank { next } | Step::Pad { next } => pos = next,
                 Step::End(reason) => return Ok(WalkEnd::Damaged { at: pos, reason }),
