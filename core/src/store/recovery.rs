@@ -370,17 +370,12 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         loop {
             let step = step_viewed(self.log.chain(), pos, |rec| -> Result<i64> {
                 if undispatched.is_none() {
-                    match self.dispatch_record(&Dispatched::from(rec), Scope::Scan) {
-                        Ok(_) => {}
-                        Err(e) if e.is_storage_full() => {
-                            tracing::warn!(
-                                error = %e,
-                                offset = pos,
-                                "disk full at start-up: records from here on become visible once space returns"
-                            );
-                            undispatched = Some((pos, last_ms));
+                    if let Err(e) = self.dispatch_record(&Dispatched::from(rec), Scope::Scan) {
+                        if !e.is_storage_full() {
+                            return Err(e);
                         }
-                        Err(e) => return Err(e),
+                        tracing::warn!(error = %e, offset = pos, "disk full at start-up: records from here on become visible once space returns");
+                        undispatched = Some((pos, last_ms));
                     }
                 }
                 if undispatched.is_some() && is_dispatchable(rec.sys_flag) {
