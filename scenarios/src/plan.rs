@@ -93,14 +93,16 @@ pub struct BrokerTuning {
     pub tiny_files: bool,
     /// Committed-offset persistence period (`None`: the harness's default).
     pub offset_persist_interval_ms: Option<u64>,
-    /// Mutant: ConsumeQueues rebuilt from the CommitLog point each entry
-    /// at the record of the offset before.
+    /// The dedupe window's save period (`None`: the broker's default).
+    pub dedupe_save_interval_ms: Option<u64>,
+    /// Mutant: rebuilt ConsumeQueue entries point at the record of the offset before.
     pub mutant_shifted_rebuild: bool,
-    /// Mutant: the broker records no stats (`stats = false`), so its
-    /// figures undercount what clients saw.
+    /// Mutant: no stats recorded (`stats = false`): figures undercount what clients saw.
     pub mutant_no_stats: bool,
     /// Mutant: the dedupe window is not rebuilt on restart or promotion.
     pub mutant_dedupe_not_rebuilt: bool,
+    /// Mutant: a saved dedupe window is read back without the log written since.
+    pub mutant_dedupe_saved_not_replayed: bool,
     /// Mutant: the "already committed?" lookup of a transaction misses.
     pub mutant_commit_lookup_misses: bool,
     /// Mutant: disk pressure deletes unread segments (`force`, RocketMQ's).
@@ -118,11 +120,9 @@ pub struct ReplicaSet {
     pub sync: bool,
     /// Replicas besides the first broker.
     pub replicas: u32,
-    /// Mutant: the master trusts the offset a replica claims at its
-    /// handshake (no truncation of a divergent tail), as RocketMQ 4.x does.
+    /// Mutant: the master trusts a replica's handshake offset (no truncation), as 4.x.
     pub trust_claimed_offset: bool,
-    /// Controllers electing masters (0: fixed roles, the first broker is
-    /// the master).
+    /// Controllers electing masters (0: fixed roles, the first broker is the master).
     pub controllers: u32,
 }
 

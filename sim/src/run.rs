@@ -279,6 +279,10 @@ fn plan_broker_config(plan: &Plan, flush_mode: FlushMode) -> sluice_node::broker
     config.store.mutant_shifted_rebuild = plan.tuning.mutant_shifted_rebuild;
     config.stats = !plan.tuning.mutant_no_stats;
     config.mutant_dedupe_not_rebuilt = plan.tuning.mutant_dedupe_not_rebuilt;
+    config.mutant_dedupe_saved_not_replayed = plan.tuning.mutant_dedupe_saved_not_replayed;
+    if let Some(ms) = plan.tuning.dedupe_save_interval_ms {
+        config.dedupe_save_interval_ms = ms;
+    }
     config.mutant_commit_lookup_misses = plan.tuning.mutant_commit_lookup_misses;
     config.mutant_pop_ack_not_durable = plan.tuning.mutant_pop_ack_not_durable;
     config.mutant_pop_never_revives = plan.tuning.mutant_pop_never_revives;

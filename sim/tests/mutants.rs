@@ -40,6 +40,8 @@ use sluice_core::FlushMode;
 
 /// Each mutant must be caught within this many seeds.
 const SEEDS_MAX: u64 = 8;
+/// Seeds tried for the saved dedupe window's mutant.
+const SAVED_WINDOW_SEEDS_MAX: u64 = 200;
 /// The bound for the transaction mutant: its window (a crash tearing a
 /// commit from its op record) needs the right crash, not just any.
 const TRANSACTION_SEEDS_MAX: u64 = 100;
@@ -260,6 +262,29 @@ fn oracle_catches_a_dedupe_window_not_rebuilt_after_a_restart() {
     assert!(
         !stored_twice(&Plan::producer_retry_across_restart(seed)),
         "the rebuilt window stores a retry twice on seed {seed}"
+    );
+}
+
+#[test]
+fn oracle_catches_a_saved_dedupe_window_read_back_without_the_log_since() {
+    let stored_twice = |plan: &Plan| {
+        run_verdict(plan, FlushMode::Sync)
+            .expect("simulation runs")
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::StoredTwice { .. }))
+    };
+    let caught = (0..SAVED_WINDOW_SEEDS_MAX).find(|&seed| {
+        stored_twice(&Plan::producer_retry_across_restart(seed).without_saved_window_replay())
+    });
+    let Some(seed) = caught else {
+        panic!(
+            "a saved window read back without its replay survived {SAVED_WINDOW_SEEDS_MAX} seeds of restarts"
+        );
+    };
+    assert!(
+        !stored_twice(&Plan::producer_retry_across_restart(seed)),
+        "the saved window and its replay store a retry twice on seed {seed}"
     );
 }
 

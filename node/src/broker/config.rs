@@ -149,6 +149,9 @@ pub struct BrokerConfig {
     /// The simulation's mutant, never set in production: the dedupe window
     /// is not rebuilt from the CommitLog on open or promotion.
     pub mutant_dedupe_not_rebuilt: bool,
+    /// The simulation's mutant, never set in production: a saved dedupe
+    /// window is read back without replaying the log written since.
+    pub mutant_dedupe_saved_not_replayed: bool,
     /// The simulation's mutant, never set in production: the "already
     /// committed?" lookup of a transaction (`transaction/committed.rs`)
     /// always misses, so a transaction whose commit survived a crash
@@ -216,6 +219,7 @@ impl Default for BrokerConfig {
             frame_deadline_ms: millis(sluice_net::rpc::FRAME_DEADLINE),
             idle_timeout_ms: millis(sluice_net::rpc::IDLE_TIMEOUT),
             mutant_dedupe_not_rebuilt: false,
+            mutant_dedupe_saved_not_replayed: false,
             mutant_commit_lookup_misses: false,
             mutant_pop_ack_not_durable: false,
             mutant_pop_never_revives: false,

@@ -8,6 +8,11 @@ use rand::Rng;
 use super::{push_crash, push_restart, workload, Fault, Plan, TimedFault};
 use crate::rng::{substream, Salt};
 
+/// How often the broker saves its dedupe window in
+/// `producer_retry_across_restart` (the broker's default, 10 s, is longer
+/// than the run).
+pub const DEDUPE_SAVE_MS: u64 = 150;
+
 impl Plan {
     /// Scenario `producer_retry_indeterminate`: the broker's links to the
     /// producers are held past the request timeout and then released (so
@@ -65,7 +70,11 @@ impl Plan {
             at_ms,
             fault: Fault::RestoreResponsesToProducers,
         });
-        Self::new(seed, workload, faults, None)
+        let mut plan = Self::new(seed, workload, faults, None);
+        // Saves land during the run, so the crash falls between two and
+        // the restart replays what was stored after the last.
+        plan.tuning.dedupe_save_interval_ms = Some(DEDUPE_SAVE_MS);
+        plan
     }
 
     /// The same plan with a broker that does not rebuild its dedupe window
@@ -73,6 +82,14 @@ impl Plan {
     #[must_use]
     pub fn without_dedupe_rebuild(mut self) -> Self {
         self.tuning.mutant_dedupe_not_rebuilt = true;
+        self
+    }
+
+    /// The same plan with a broker that reads its saved dedupe window back
+    /// without replaying the log written since the save (a mutant).
+    #[must_use]
+    pub fn without_saved_window_replay(mut self) -> Self {
+        self.tuning.mutant_dedupe_saved_not_replayed = true;
         self
     }
 }

@@ -493,4 +493,28 @@ fn a_save_is_due_after_a_change_once_sends_pause_or_the_interval_passes() {
         "the interval passed under load"
     );
     assert!(w.save_due(1_401, 1_000, true), "stopping");
+    // A pause saves only after a burst: cap / IDLE_SAVE_SHARE claims.
+    let cap = 4 * usize::try_from(IDLE_SAVE_SHARE).expect("small");
+    let w = DedupeWindow::new(10_000, cap);
+    let (_, token) = w.save(0);
+    w.mark_saved(token, 0);
+    for i in 0..3 {
+        store(&w, "T", &format!("K{i}"), i, 1_000);
+    }
+    assert!(!w.save_due(100, 1_000, false), "sending");
+    assert!(
+        !w.save_due(200, 1_000, false),
+        "paused after 3 claims: too few"
+    );
+    assert!(
+        w.save_due(1_000, 1_000, false),
+        "sparse sends wait for the interval"
+    );
+    let (_, token) = w.save(0);
+    w.mark_saved(token, 1_000);
+    for i in 0..4 {
+        store(&w, "T", &format!("L{i}"), i, 1_000);
+    }
+    assert!(!w.save_due(1_100, 1_000, false), "sending");
+    assert!(w.save_due(1_200, 1_000, false), "paused after a burst of 4");
 }
