@@ -244,47 +244,45 @@ fn oracle_catches_a_broker_whose_stats_undercount() {
     );
 }
 
-#[test]
-fn oracle_catches_a_dedupe_window_not_rebuilt_after_a_restart() {
-    let stored_twice = |plan: &Plan| {
-        run_verdict(plan, FlushMode::Sync)
-            .expect("simulation runs")
-            .violations
-            .iter()
-            .any(|v| matches!(v, Violation::StoredTwice { .. }))
-    };
-    let caught = (0..SEEDS_MAX).find(|&seed| {
-        stored_twice(&Plan::producer_retry_across_restart(seed).without_dedupe_rebuild())
-    });
+/// True when the oracle judges a message of `plan`'s run stored twice.
+fn stored_twice(plan: &Plan) -> bool {
+    run_verdict(plan, FlushMode::Sync)
+        .expect("simulation runs")
+        .violations
+        .iter()
+        .any(|v| matches!(v, Violation::StoredTwice { .. }))
+}
+
+/// `mutant` (a broken dedupe path on `producer_retry_across_restart`) is
+/// caught storing a retry twice within `seeds` seeds, and the seed that
+/// catches it passes with the broker whole.
+fn catches_storing_twice(what: &str, seeds: u64, mutant: impl Fn(Plan) -> Plan) {
+    let caught =
+        (0..seeds).find(|&seed| stored_twice(&mutant(Plan::producer_retry_across_restart(seed))));
     let Some(seed) = caught else {
-        panic!("a dedupe window not rebuilt survived {SEEDS_MAX} seeds of restarts");
+        panic!("{what} survived {seeds} seeds of restarts");
     };
     assert!(
         !stored_twice(&Plan::producer_retry_across_restart(seed)),
-        "the rebuilt window stores a retry twice on seed {seed}"
+        "the whole broker stores a retry twice on seed {seed}"
+    );
+}
+
+#[test]
+fn oracle_catches_a_dedupe_window_not_rebuilt_after_a_restart() {
+    catches_storing_twice(
+        "a dedupe window not rebuilt",
+        SEEDS_MAX,
+        Plan::without_dedupe_rebuild,
     );
 }
 
 #[test]
 fn oracle_catches_a_saved_dedupe_window_read_back_without_the_log_since() {
-    let stored_twice = |plan: &Plan| {
-        run_verdict(plan, FlushMode::Sync)
-            .expect("simulation runs")
-            .violations
-            .iter()
-            .any(|v| matches!(v, Violation::StoredTwice { .. }))
-    };
-    let caught = (0..SAVED_WINDOW_SEEDS_MAX).find(|&seed| {
-        stored_twice(&Plan::producer_retry_across_restart(seed).without_saved_window_replay())
-    });
-    let Some(seed) = caught else {
-        panic!(
-            "a saved window read back without its replay survived {SAVED_WINDOW_SEEDS_MAX} seeds of restarts"
-        );
-    };
-    assert!(
-        !stored_twice(&Plan::producer_retry_across_restart(seed)),
-        "the saved window and its replay store a retry twice on seed {seed}"
+    catches_storing_twice(
+        "a saved window read back without its replay",
+        SAVED_WINDOW_SEEDS_MAX,
+        Plan::without_saved_window_replay,
     );
 }
 

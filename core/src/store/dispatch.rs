@@ -70,16 +70,7 @@ impl<'a> From<&RecordView<'a>> for Dispatched<'a> {
 
 impl<'a> From<&'a StoredRecord> for Dispatched<'a> {
     fn from(rec: &'a StoredRecord) -> Self {
-        Self {
-            topic: &rec.topic,
-            queue_id: rec.queue_id,
-            queue_offset: rec.queue_offset,
-            phys_offset: rec.phys_offset,
-            total_size: rec.total_size,
-            sys_flag: rec.sys_flag,
-            store_timestamp_ms: rec.store_timestamp_ms,
-            properties: &rec.properties,
-        }
+        Self::from(&rec.view())
     }
 }
 
