@@ -22,7 +22,6 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
     pub fn visit_recent(&self, since_ms: i64, mut visit: impl FnMut(&RecordView<'_>)) {
         let chain = self.log.chain();
         let min = self.log.min_offset().0;
-        let end = self.log.written().0;
         let starts: Vec<u64> = chain.starts().into_iter().filter(|s| *s >= min).collect();
         let older = |s: &u64| match step_sealed(chain, *s) {
             Step::Record((), raw) => {
@@ -30,7 +29,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
             }
             _ => false,
         };
-        let Some(mut pos) = starts
+        let Some(pos) = starts
             .iter()
             .rev()
             .find(|s| older(s))
@@ -39,22 +38,11 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         else {
             return;
         };
-        pos = pos.max(min);
-        while pos < end {
-            match step_sealed(chain, pos) {
-                Step::Record((), raw) => {
-                    let Ok(rec) = RecordView::parse(&raw) else {
-                        return;
-                    };
-                    if rec.store_timestamp_ms >= since_ms {
-                        visit(&rec);
-                    }
-                    pos += raw.len() as u64;
-                }
-                Step::Blank { next } | Step::Pad { next } => pos = next,
-                Step::End(_) => return,
+        self.visit_from(pos, |rec| {
+            if rec.store_timestamp_ms >= since_ms {
+                visit(rec);
             }
-        }
+        });
     }
 }
 

@@ -74,14 +74,7 @@ impl File {
     /// The stored key or lane answer with the furthest end; `None` when
     /// the file points at no record.
     pub(super) fn witness(&self, newest_answer: Option<Original>) -> Option<Witness> {
-        let newest_key = self
-            .ring
-            .previous
-            .items
-            .iter()
-            .chain(&self.ring.current.items)
-            .max_by_key(|s| s.original.end)
-            .map(|s| Witness::Key(s.id, s.original));
+        let newest_key = newest_key(&self.ring).map(|s| Witness::Key(s.id, s.original));
         match (newest_key, newest_answer) {
             (Some(k), Some(a)) if a.end > k.original().end => Some(Witness::Answer(a)),
             (Some(k), _) => Some(k),
@@ -91,13 +84,7 @@ impl File {
 
     /// The end of the furthest stored key (0: none).
     pub(super) fn keys_end(ring: &Snapshot) -> u64 {
-        ring.previous
-            .items
-            .iter()
-            .chain(&ring.current.items)
-            .map(|s| s.original.end)
-            .max()
-            .unwrap_or(0)
+        newest_key(ring).map_or(0, |s| s.original.end)
     }
 
     /// The file's bytes.
@@ -185,6 +172,15 @@ impl File {
             lanes,
         })
     }
+}
+
+/// The stored key with the furthest end, in either generation.
+fn newest_key(ring: &Snapshot) -> Option<&Stored> {
+    ring.previous
+        .items
+        .iter()
+        .chain(&ring.current.items)
+        .max_by_key(|s| s.original.end)
 }
 
 /// Bytes of one stored key in the file.
