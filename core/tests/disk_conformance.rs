@@ -251,6 +251,35 @@ fn bad_paths_are_refused<D: Disk>(disk: &D) {
     }
 }
 
+/// Whatever runs a disk reports, every written byte lies inside one and
+/// everything outside them reads as zeros.
+fn data_runs_cover_every_written_byte<D: Disk>(disk: &D) {
+    let seg = disk.create_segment("runs", SEG_BYTES).expect("create");
+    let written = [PAGE_BYTES + 100, 3 * PAGE_BYTES + 5];
+    for at in written {
+        seg.write_at(at, b"xyz").expect("write");
+    }
+    let mut runs = Vec::new();
+    let mut at = 0;
+    while let Some((a, b)) = seg.data_run(at).expect("data_run") {
+        assert!(at <= a && a < b && b <= SEG_BYTES, "run {a}..{b} from {at}");
+        runs.push((a, b));
+        at = b;
+    }
+    let inside = |o: u64| runs.iter().any(|&(a, b)| a <= o && o < b);
+    for o in written.iter().flat_map(|&w| w..w + 3) {
+        assert!(inside(o), "written byte {o} outside the runs {runs:?}");
+    }
+    let all = seg.slice(0, SEG_LEN).expect("slice");
+    for (o, byte) in (0u64..).zip(all.iter()) {
+        assert!(
+            inside(o) || *byte == 0,
+            "byte {o} outside the runs is not zero"
+        );
+    }
+    assert_eq!(seg.data_run(SEG_BYTES).expect("at the end"), None);
+}
+
 fn conformance<D: Disk>(disk: &D) {
     bad_paths_are_refused(disk);
     write_slice_round_trip(disk);
@@ -263,6 +292,7 @@ fn conformance<D: Disk>(disk: &D) {
     reopen_sees_written_data(disk);
     prepared_segment_is_created(disk);
     space_counts_segments(disk);
+    data_runs_cover_every_written_byte(disk);
 }
 
 #[test]
@@ -277,6 +307,28 @@ fn sim_disk_conforms() {
 }
 
 // ---- SimDisk fault model ----
+
+#[test]
+fn sim_pages_never_written_are_holes() {
+    let disk = SimDisk::new(3);
+    let seg = disk.create_segment("holes", SEG_BYTES).expect("create");
+    assert_eq!(
+        seg.data_run(0).expect("run"),
+        None,
+        "a fresh segment is one hole"
+    );
+    seg.write_at(PAGE_BYTES + 7, b"a").expect("write");
+    seg.write_at(2 * PAGE_BYTES, b"b").expect("write");
+    assert_eq!(
+        seg.data_run(0).expect("run"),
+        Some((PAGE_BYTES, 3 * PAGE_BYTES))
+    );
+    assert_eq!(
+        seg.data_run(PAGE_BYTES + 9).expect("run"),
+        Some((PAGE_BYTES + 9, 3 * PAGE_BYTES))
+    );
+    assert_eq!(seg.data_run(3 * PAGE_BYTES).expect("run"), None);
+}
 
 fn only(weights: CrashWeights) -> SimDiskConfig {
     SimDiskConfig {

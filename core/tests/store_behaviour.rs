@@ -137,6 +137,50 @@ fn torn_tail_is_truncated_and_zeroed_and_acked_puts_survive() {
     }
 }
 
+/// After a crash the rest of the active segment past the log's end is
+/// zeroed without being read where it was never written: there, reading
+/// costs a kernel page zeroing per 4 KiB (1.4 s of CPU for the rest of a
+/// 1 GiB segment). Stale bytes past the end are still zeroed.
+#[test]
+fn a_start_after_a_crash_reads_only_the_written_part_of_the_active_segment() {
+    let cfg = StoreConfig {
+        commit_log_segment_bytes: 16 << 20,
+        ..StoreConfig::for_tests()
+    };
+    let disk = SimDisk::new(4);
+    let clock = ManualClock::new(T0_MS);
+    let store = open(&disk, &clock, cfg.clone());
+    for i in 0..20 {
+        block_on(store.put(msg("T", 0, &body(i), None, None), true)).expect("put");
+    }
+    let end = store.commit_log().written().get();
+    drop(store);
+    // A stale page far past the end (a record of an earlier life of this
+    // file) must not survive the start.
+    let seg = disk
+        .open_segment("commitlog/00000000000000000000")
+        .expect("open")
+        .expect("exists");
+    seg.write_at(8 << 20, b"stale bytes").expect("write");
+    drop(seg);
+    disk.process_crash();
+    let read_before = disk.stats().read_bytes;
+    let store = open(&disk, &clock, cfg);
+    let read = disk.stats().read_bytes - read_before;
+    assert!(
+        read < 1 << 20,
+        "the start read {read} bytes of a {end} byte log"
+    );
+    assert_eq!(bodies(&store, "T", 0).len(), 20);
+    let durable = disk
+        .durable_contents("commitlog/00000000000000000000")
+        .expect("segment");
+    assert!(
+        durable[8 << 20..(8 << 20) + 11].iter().all(|b| *b == 0),
+        "stale bytes kept"
+    );
+}
+
 #[test]
 fn mid_log_corruption_is_reported_not_truncated() {
     let disk = SimDisk::new(7);

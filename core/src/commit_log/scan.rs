@@ -219,28 +219,47 @@ pub(crate) fn find_valid_record_after<D: Disk>(
     let mut pos = from;
     while pos < limit {
         let seg_end = (chain.segment_start(pos) + seg).min(limit);
-        let Ok(bytes) = chain.read(pos, usize::try_from(seg_end - pos).unwrap_or(0)) else {
-            pos = chain.segment_start(pos) + seg;
-            continue;
-        };
-        // A record's magic sits 4 bytes after its start. Skip to each byte
-        // that could begin it (the rest of a segment is mostly zeros).
-        let magic = crate::message::MAGIC_V1.to_be_bytes();
-        let mut i = 4usize;
-        while i + 4 <= bytes.len() {
-            let Some(skip) = position_of_byte(&bytes[i..], magic[0]) else {
-                break;
-            };
-            i += skip;
-            if bytes.get(i..i + 4) == Some(&magic[..]) {
-                let cand = pos + i as u64 - 4;
-                if let Step::Record(..) = step(chain, cand) {
-                    return Some(cand);
+        // A record's magic sits 4 bytes after its start, and is not zero:
+        // only runs that may hold data can hold it (the rest of a segment
+        // is mostly blocks never written, costly to read).
+        let magic_from = from + 4;
+        let runs = chain
+            .data_runs(pos, seg_end)
+            .unwrap_or_else(|_| vec![(pos, seg_end)]);
+        for (a, b) in runs {
+            let a = a.max(magic_from);
+            if a < b {
+                if let Some(found) = find_magic_in(chain, a, b, seg_end) {
+                    return Some(found);
                 }
             }
-            i += 1;
         }
         pos = seg_end;
+    }
+    None
+}
+
+/// The first valid record whose magic starts in `[a, b)` (its 4 bytes may
+/// reach up to `seg_end`).
+fn find_magic_in<D: Disk>(chain: &SegmentChain<D>, a: u64, b: u64, seg_end: u64) -> Option<u64> {
+    let readable = (b + 3).min(seg_end);
+    let bytes = chain
+        .read(a, usize::try_from(readable - a).unwrap_or(0))
+        .ok()?;
+    let magic = crate::message::MAGIC_V1.to_be_bytes();
+    let starts = usize::try_from(b - a).unwrap_or(0);
+    let mut i = 0usize;
+    while i < starts {
+        // Skip to each byte that could begin the magic.
+        let skip = position_of_byte(&bytes[i..starts], magic[0])?;
+        i += skip;
+        if bytes.get(i..i + 4) == Some(&magic[..]) {
+            let cand = a + i as u64 - 4;
+            if let Step::Record(..) = step(chain, cand) {
+                return Some(cand);
+            }
+        }
+        i += 1;
     }
     None
 }

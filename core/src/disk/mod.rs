@@ -84,6 +84,18 @@ pub trait Segment: Send + Sync + 'static {
     /// never retry and acknowledge (fsyncgate semantics).
     fn sync(&self, off: u64, len: u64) -> impl Future<Output = io::Result<()>> + Send;
 
+    /// The first run at or after `off` that may hold non-zero bytes, as
+    /// `[start, end)` with `off <= start < end <= size`: `[off, start)`
+    /// reads as zeros without being read (a hole, or blocks reserved and
+    /// never written — reading those makes the kernel zero a page per
+    /// 4 KiB). `None`: the rest of the segment reads as zeros. A disk may
+    /// report more than its data (the default: the whole rest), never
+    /// less.
+    fn data_run(&self, off: u64) -> io::Result<Option<(u64, u64)>> {
+        let size = self.size_bytes();
+        Ok((off < size).then_some((off, size)))
+    }
+
     /// A hint that `[off, off + len)` will soon be written and synced (the
     /// CommitLog of a `SYNC_FLUSH` store, just ahead of its write
     /// position): a production disk makes the range's blocks real on disk

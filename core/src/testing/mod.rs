@@ -5,6 +5,7 @@
 
 mod manual_clock;
 mod sim_disk;
+mod sim_file;
 
 pub use manual_clock::ManualClock;
 pub use sim_disk::{

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 
+use super::sim_file::{to_usize, zero_page, Page, SimFile, PAGE};
 use crate::disk::{check_path, Disk, DiskSpace, Segment};
 
 /// Page size of the simulated page cache; the unit of writeback.
@@ -30,7 +31,6 @@ const CAPACITY_BYTES_DEFAULT: u64 = 1 << 40;
 const CRASH_SALT: u64 = 0x6372_6173_6864_6973;
 const FAULT_SALT: u64 = 0x6661_756c_7464_6973;
 
-const PAGE: usize = 4096;
 const SECTOR: usize = 512;
 
 /// An async delay injected before a sync applies; the argument is the number
@@ -89,6 +89,8 @@ pub struct SimDiskStats {
     pub eio_injected: u64,
     /// Reads failed with injected EIO.
     pub read_eio_injected: u64,
+    /// Bytes read from segments (`slice`, and `read_at` through it).
+    pub read_bytes: u64,
     /// Creations refused for lack of space (or an injected failure).
     pub enospc: u64,
     /// Files deleted from outside the process (`remove_under`), as an
@@ -104,85 +106,6 @@ pub struct SimDiskStats {
     pub pages_torn: u64,
     /// Dirty pages with garbage sectors after a power loss.
     pub pages_garbage: u64,
-}
-
-type Page = Box<[u8; PAGE]>;
-
-/// One file. Pages absent from a map are zeros; pages past `size_bytes`
-/// are never written, so they stay zero.
-struct SimFile {
-    id: u64,
-    size_bytes: u64,
-    cur: BTreeMap<u64, Page>,
-    durable: BTreeMap<u64, Page>,
-    dirty: BTreeSet<u64>,
-}
-
-impl SimFile {
-    fn new(id: u64, size_bytes: u64) -> Self {
-        Self {
-            id,
-            size_bytes,
-            cur: BTreeMap::new(),
-            durable: BTreeMap::new(),
-            dirty: BTreeSet::new(),
-        }
-    }
-
-    fn with_contents(id: u64, data: &[u8]) -> Self {
-        let mut file = Self::new(id, data.len() as u64);
-        file.write(0, data);
-        file.durable = file.cur.clone();
-        file.dirty.clear();
-        file
-    }
-
-    fn write(&mut self, off: u64, buf: &[u8]) {
-        let mut pos = off;
-        let mut rest = buf;
-        while !rest.is_empty() {
-            let index = pos / PAGE_BYTES;
-            let in_page = to_usize(pos % PAGE_BYTES);
-            let n = rest.len().min(PAGE - in_page);
-            let page = self.cur.entry(index).or_insert_with(zero_page);
-            page[in_page..in_page + n].copy_from_slice(&rest[..n]);
-            self.dirty.insert(index);
-            rest = &rest[n..];
-            pos += n as u64;
-        }
-    }
-
-    fn read(&self, off: u64, out: &mut [u8]) {
-        let mut pos = off;
-        let mut done = 0;
-        while done < out.len() {
-            let index = pos / PAGE_BYTES;
-            let in_page = to_usize(pos % PAGE_BYTES);
-            let n = (out.len() - done).min(PAGE - in_page);
-            match self.cur.get(&index) {
-                Some(page) => out[done..done + n].copy_from_slice(&page[in_page..in_page + n]),
-                None => out[done..done + n].fill(0),
-            }
-            done += n;
-            pos += n as u64;
-        }
-    }
-
-    fn contents(&self) -> Vec<u8> {
-        let mut out = vec![0; to_usize(self.size_bytes)];
-        self.read(0, &mut out);
-        out
-    }
-
-    /// Dirty page indices overlapping `[off, off + len)`.
-    fn dirty_in(&self, off: u64, len: u64) -> Vec<u64> {
-        if len == 0 {
-            return Vec::new();
-        }
-        let first = off / PAGE_BYTES;
-        let last = (off + len - 1) / PAGE_BYTES;
-        self.dirty.range(first..=last).copied().collect()
-    }
 }
 
 struct State {
@@ -680,7 +603,14 @@ impl Segment for SimSegment {
         }
         let mut out = vec![0; len];
         state.file_for(self)?.read(off, &mut out);
+        state.stats.read_bytes += len as u64;
         Ok(Bytes::from(out))
+    }
+
+    fn data_run(&self, off: u64) -> io::Result<Option<(u64, u64)>> {
+        self.check_range(off, 0)?;
+        let state = self.disk.lock();
+        Ok(state.file_for(self)?.data_run(off))
     }
 
     async fn sync(&self, off: u64, len: u64) -> io::Result<()> {
@@ -718,10 +648,6 @@ impl Segment for SimSegment {
     }
 }
 
-fn zero_page() -> Page {
-    Box::new([0; PAGE])
-}
-
 fn stale(path: &str) -> io::Error {
     io::Error::other(format!(
         "stale handle to {path}: the disk crashed or the file was removed"
@@ -730,12 +656,6 @@ fn stale(path: &str) -> io::Error {
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
-}
-
-/// Offsets here are bounded by `SEGMENT_BYTES_MAX` or a page, which fit in
-/// `usize` on every supported (64-bit) target.
-fn to_usize(n: u64) -> usize {
-    usize::try_from(n).expect("invariant: offsets are bounded by SEGMENT_BYTES_MAX")
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -228,6 +229,40 @@ impl Segment for MmapSegment {
         let src = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off), len) };
         buf.copy_from_slice(src);
         Ok(())
+    }
+
+    /// `lseek(SEEK_DATA)`, then `SEEK_HOLE`: on ext4 and XFS the blocks
+    /// `posix_fallocate` reserved and nothing wrote since (no page of them
+    /// cached either) count as a hole. Where the file system cannot tell,
+    /// the rest of the segment is reported.
+    fn data_run(&self, off: u64) -> io::Result<Option<(u64, u64)>> {
+        let size = self.size_bytes;
+        if off >= size {
+            return Ok(None);
+        }
+        let whole = Ok(Some((off, size)));
+        let (Ok(at), fd) = (libc::off_t::try_from(off), self.file.as_raw_fd()) else {
+            return whole;
+        };
+        // SAFETY: `lseek` on a descriptor `self.file` keeps open; it
+        // touches no memory. The file's position is never used (every
+        // read and write is positional), so moving it is harmless.
+        let start = unsafe { libc::lseek(fd, at, libc::SEEK_DATA) };
+        if start < 0 {
+            return match io::Error::last_os_error().raw_os_error() {
+                Some(libc::ENXIO) => Ok(None),
+                _ => whole,
+            };
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+        let (Ok(start), Ok(end)) = (u64::try_from(start), u64::try_from(end)) else {
+            return whole;
+        };
+        if start >= size {
+            return Ok(None);
+        }
+        Ok(Some((start.max(off), end.clamp(start + 1, size))))
     }
 
     async fn sync(&self, off: u64, len: u64) -> io::Result<()> {
