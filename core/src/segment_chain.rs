@@ -114,6 +114,11 @@ impl<D: Disk> SegmentChain<D> {
         self.read_map().keys().copied().collect()
     }
 
+    /// Every segment by its start, as it is now.
+    pub(crate) fn snapshot(&self) -> BTreeMap<u64, Arc<D::Seg>> {
+        self.read_map().clone()
+    }
+
     /// The segment holding `offset`, if it exists.
     fn get(&self, offset: u64) -> Option<Arc<D::Seg>> {
         self.read_map().get(&self.segment_start(offset)).cloned()

@@ -61,6 +61,9 @@ pub(crate) fn add_replicas(
                 seeds.random(),
                 SimDiskConfig {
                     garbage_sectors: plan.garbage_sectors,
+                    // Half the seeds verify the log ahead of recovery's walk
+                    // (inline), half walk alone.
+                    helper_inline: plan.seed % 2 == 1,
                     ..SimDiskConfig::default()
                 },
             );

@@ -129,6 +129,9 @@ pub fn run_plan(
         substream(plan.seed, Salt::Disk).random(),
         SimDiskConfig {
             garbage_sectors: plan.garbage_sectors,
+            // Half the seeds verify the log ahead of recovery's walk
+            // (inline), half walk alone.
+            helper_inline: plan.seed % 2 == 1,
             ..SimDiskConfig::default()
         },
     );

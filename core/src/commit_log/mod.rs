@@ -10,6 +10,7 @@ mod deferred;
 pub(crate) mod fresh;
 mod group_commit;
 pub(crate) mod scan;
+pub(crate) mod verify_ahead;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

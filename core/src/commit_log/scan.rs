@@ -77,7 +77,23 @@ pub(crate) fn step_viewed<D: Disk, T>(
     pos: u64,
     read: impl FnOnce(&RecordView<'_>) -> T,
 ) -> Step<T> {
-    match step_sealed(chain, pos) {
+    viewed(step_sealed(chain, pos), read)
+}
+
+/// What [`step_viewed`] reads at `pos` through `read_head` and `read` (as
+/// in [`step_in`]), without reading the record: for a walk verifying the
+/// log ahead of another (see `verify_ahead`).
+pub(crate) fn step_verified_in<H, R>(read_head: H, read: R, seg: u64, pos: u64) -> Step<()>
+where
+    H: Fn(u64) -> Option<[u8; 8]>,
+    R: Fn(u64, usize) -> Option<Bytes>,
+{
+    viewed(unit_from(read_head, read, seg, pos, |_| Some(())), |_| ())
+}
+
+/// A sealed unit read by `read` once it parses and its body CRC holds.
+fn viewed<T>(sealed: Step<()>, read: impl FnOnce(&RecordView<'_>) -> T) -> Step<T> {
+    match sealed {
         Step::Record((), raw) => match RecordView::parse(&raw) {
             Ok(view) if body_crc(view.body) == view.body_crc => {
                 let got = read(&view);
@@ -88,6 +104,41 @@ pub(crate) fn step_viewed<D: Disk, T>(
         Step::Blank { next } => Step::Blank { next },
         Step::Pad { next } => Step::Pad { next },
         Step::End(reason) => Step::End(reason),
+    }
+}
+
+/// Like [`step_viewed`] at a position a walk verifying ahead has already
+/// passed (see `verify_ahead`): the unit is read in place without its
+/// checks (seal, body CRC, stored offset), which were made there.
+pub(crate) fn step_trusted<D: Disk, T>(
+    chain: &SegmentChain<D>,
+    pos: u64,
+    read: impl FnOnce(&RecordView<'_>) -> T,
+) -> Step<T> {
+    let seg = chain.segment_bytes();
+    let Ok(head) = chain.read_array::<8>(pos) else {
+        return Step::End("no segment at this offset");
+    };
+    match peek_head(&head) {
+        Ok(RecordHead::Blank { .. }) => Step::Blank {
+            next: chain.segment_start(pos) + seg,
+        },
+        Ok(RecordHead::Pad { size }) => Step::Pad {
+            next: pos + u64::from(size),
+        },
+        Ok(RecordHead::Message { total_size }) => {
+            let Ok(raw) = chain.read(pos, total_size as usize) else {
+                return Step::End("record unreadable");
+            };
+            match RecordView::parse(&raw) {
+                Ok(view) => {
+                    let got = read(&view);
+                    Step::Record(got, raw)
+                }
+                Err(_) => Step::End("record fails decoding or its CRC"),
+            }
+        }
+        Err(_) => Step::End("unknown magic code"),
     }
 }
 

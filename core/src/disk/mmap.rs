@@ -215,6 +215,18 @@ fn start_worker(name: &str) -> io::Result<mpsc::Sender<Job>> {
     Ok(tx)
 }
 
+/// A thread of its own for one [`Disk::run_beside`] job (the same audited
+/// place as [`start_worker`]). If the thread cannot start, the job is
+/// dropped unrun, which the job notices.
+fn spawn_beside(job: super::BesideJob) {
+    if let Err(e) = thread::Builder::new()
+        .name("sluice-beside".to_owned())
+        .spawn(job)
+    {
+        tracing::warn!(error = %e, "no helper thread; the caller does the work itself");
+    }
+}
+
 async fn run_on<T: Send + 'static>(
     jobs: &mpsc::Sender<Job>,
     job: impl FnOnce() -> io::Result<T> + Send + 'static,
@@ -232,6 +244,11 @@ async fn run_on<T: Send + 'static>(
 
 impl Disk for MmapDisk {
     type Seg = MmapSegment;
+
+    fn run_beside(&self, job: super::BesideJob) -> Result<(), super::BesideJob> {
+        spawn_beside(job);
+        Ok(())
+    }
 
     fn create_segment(&self, path: &str, len: u64) -> io::Result<MmapSegment> {
         let abs = self.abs(path)?;

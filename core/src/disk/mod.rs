@@ -117,6 +117,9 @@ fn check_write(size: u64, off: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// Work for [`Disk::run_beside`].
+pub type BesideJob = Box<dyn FnOnce() + Send>;
+
 /// How [`Disk::prepare_segment`] readies a segment ahead of its use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Prepare {
@@ -157,6 +160,16 @@ pub trait Disk: Clone + Send + Sync + 'static {
     /// `prepare` says. The default does nothing.
     fn prepare_segment(&self, path: &str, len: u64, prepare: Prepare) {
         let _ = (path, len, prepare);
+    }
+
+    /// Runs `job` on a helper thread beside the caller, for work that only
+    /// reads what is on the disk and publishes its results through shared
+    /// state (recovery verifying the log ahead of its walk). Hands the job
+    /// back when the disk has no helper (the default: a simulated disk
+    /// stays on one thread); the caller then does the work itself. A job
+    /// taken and then dropped unrun must be noticed by its own drop.
+    fn run_beside(&self, job: BesideJob) -> Result<(), BesideJob> {
+        Err(job)
     }
 
     /// Opens an existing segment; `Ok(None)` when it does not exist.

@@ -10,6 +10,7 @@ mod admit;
 mod config;
 mod dispatch;
 mod get;
+mod queue_check;
 mod recovery;
 mod retention;
 mod tail;

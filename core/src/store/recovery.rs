@@ -10,10 +10,10 @@ use std::sync::{Mutex, RwLock};
 
 use crate::checkpoint::{Checkpoint, CHECKPOINT_FILE};
 use crate::clock::Clock;
-use crate::commit_log::scan::{find_valid_record_after, step, step_viewed, Step};
-use crate::commit_log::SECTOR_BYTES;
+use crate::commit_log::scan::{find_valid_record_after, Step};
+use crate::commit_log::verify_ahead::AheadWalk;
 use crate::commit_log::{is_dispatchable, CommitLog};
-use crate::consume_queue::{ConsumeQueue, ConsumeQueueTable, CQ_ENTRY_BYTES};
+use crate::consume_queue::ConsumeQueueTable;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::index::{IndexMark, IndexService};
@@ -86,21 +86,9 @@ pub(super) async fn open<D: Disk, C: Clock>(
     };
     let end = tail.end;
     store.resume_at(start, tail, abnormal).await?;
-    // The marker survives a crash, so after one it is already there.
-    if !abnormal {
-        tolerate_full(
-            store
-                .disk
-                .replace_atomically(&abort_path, b"")
-                .await
-                .map_err(|e| Error::io("write", &abort_path, e)),
-            "the abort marker (a crash before space returns recovers as a clean stop: \
-             no re-verification window)",
-        )?;
-    }
-    // The previous checkpoint stays valid (its safe point is not past the
-    // log's end); the periodic checkpoint writes the new one later.
-    tolerate_full(store.write_checkpoint(true).await, "the checkpoint")?;
+    store
+        .mark_opened(&abort_path, abnormal, checkpoint.is_some())
+        .await?;
     tracing::info!(end, abnormal, "store opened");
     Ok(store)
 }
@@ -259,6 +247,40 @@ fn read_checkpoint<D: Disk>(disk: &D, config: &StoreConfig) -> Result<Option<Che
 }
 
 impl<D: Disk, C: Clock> MessageStore<D, C> {
+    /// Marks the store opened: the abort marker, and the recovered state
+    /// as the new safe point where a checkpoint is owed.
+    async fn mark_opened(
+        &self,
+        abort_path: &str,
+        abnormal: bool,
+        had_checkpoint: bool,
+    ) -> Result<()> {
+        // The marker survives a crash, so after one it is already there.
+        if !abnormal {
+            tolerate_full(
+                self.disk
+                    .replace_atomically(abort_path, b"")
+                    .await
+                    .map_err(|e| Error::io("write", abort_path, e)),
+                "the abort marker (a crash before space returns recovers as a clean stop: \
+                 no re-verification window)",
+            )?;
+        }
+        // The recovered state becomes the safe point now: a later crash must
+        // not fall back to a checkpoint whose queue sectors this start rewrote
+        // (a device without power-safe overwrite may garble them). With no
+        // checkpoint at all there is nothing to fall back to — a crash before
+        // the periodic checkpoint rebuilds every queue and the index from the
+        // log again — so that start leaves it to the periodic one: writing it
+        // here synced every rebuilt queue and the whole key index before the
+        // store could take a put (0.3 s after a full scan of 1 GB). A repair
+        // always writes it (it may cut the log below an old one on disk).
+        if had_checkpoint || self.config.repair_truncate_corrupt {
+            tolerate_full(self.write_checkpoint(true).await, "the checkpoint")?;
+        }
+        Ok(())
+    }
+
     /// Cuts every queue named by the checkpoint back to its safe length and
     /// returns those whose files are damaged or missing (emptied, to be
     /// rebuilt from the log).
@@ -367,8 +389,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         let mut pos = start;
         let mut undispatched = None;
         let mut undispatched_next: BTreeMap<(String, i32), u64> = BTreeMap::new();
+        let mut units = AheadWalk::start(&self.disk, self.log.chain(), start, u64::MAX);
         loop {
-            let step = step_viewed(self.log.chain(), pos, |rec| -> Result<i64> {
+            let step = units.step(pos, |rec| -> Result<i64> {
                 if undispatched.is_none() {
                     if let Err(e) = self.dispatch_record(&Dispatched::from(rec), Scope::Scan) {
                         if !e.is_storage_full() {
@@ -485,8 +508,9 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
         index_from: u64,
     ) -> Result<WalkEnd> {
         let mut pos = from;
+        let mut units = AheadWalk::start(&self.disk, self.log.chain(), from, to);
         while pos < to {
-            let step = step_viewed(self.log.chain(), pos, |rec| {
+            let step = units.step(pos, |rec| {
                 if pos < dispatch_from {
                     return Ok(());
                 }
@@ -511,65 +535,6 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 reason: "the checkpoint does not fall on a record boundary",
             })
         }
-    }
-
-    /// True when the queue's segments cover `[min, max)` and its last entry
-    /// points at a record of this queue with the matching offset, below the
-    /// safe point `start`.
-    fn queue_intact(&self, cq: &ConsumeQueue<D>, start: u64) -> bool {
-        let (min, max) = (cq.min_offset().0, cq.max_offset().0);
-        if max == min {
-            return true;
-        }
-        if !cq.segments_cover() {
-            return false;
-        }
-        // Only the entries sharing a sector with the last one are checked
-        // against the log: they are the only ones later appends rewrote
-        // (and a device without power-safe overwrite may have garbled), and
-        // a clean restart must not read much of the log below the
-        // checkpoint.
-        let sector_first =
-            (max - 1) * CQ_ENTRY_BYTES / SECTOR_BYTES * SECTOR_BYTES / CQ_ENTRY_BYTES;
-        (sector_first.max(min)..max).all(|q| self.entry_matches_log(cq, q, start))
-    }
-
-    /// True when entry `q` points below `start` at a record of this queue
-    /// with that queue offset (or at data retention already removed).
-    fn entry_matches_log(&self, cq: &ConsumeQueue<D>, q: u64, start: u64) -> bool {
-        let Ok(Some(e)) = cq.entry(QueueOffset(q)) else {
-            return false;
-        };
-        if e.phys_offset < self.log.min_offset() {
-            return true;
-        }
-        if e.phys_offset.0 + u64::from(e.size) > start {
-            return false;
-        }
-        let Step::Record(rec, _) = step(self.log.chain(), e.phys_offset.0) else {
-            return false;
-        };
-        let same_offset = u64::try_from(rec.queue_offset).ok() == Some(q);
-        rec.topic == cq.topic()
-            && rec.queue_id == cq.queue_id()
-            && same_offset
-            && rec.total_size == e.size
-    }
-
-    /// Drops ConsumeQueue entries that point at or past `end` (only after a
-    /// repair truncated the log below the checkpoint).
-    pub(super) async fn trim_beyond(&self, cq: &ConsumeQueue<D>, end: u64) -> Result<()> {
-        let (min, mut len) = (cq.min_offset().0, cq.max_offset().0);
-        while len > min {
-            match cq.entry(QueueOffset(len - 1))? {
-                Some(e) if e.phys_offset.0 + u64::from(e.size) <= end => break,
-                _ => len -= 1,
-            }
-        }
-        if len < cq.max_offset().0 {
-            cq.truncate(QueueOffset(len)).await?;
-        }
-        Ok(())
     }
 
     /// Logs how the log ends; a valid-looking record after the end means

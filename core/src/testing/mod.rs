@@ -6,6 +6,7 @@
 mod manual_clock;
 mod sim_disk;
 mod sim_file;
+mod sim_stats;
 
 pub use manual_clock::ManualClock;
 pub use sim_disk::{

@@ -15,6 +15,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 
 use super::sim_file::{to_usize, zero_page, Page, SimFile, PAGE};
+pub use super::sim_stats::SimDiskStats;
 use crate::disk::{check_path, Disk, DiskSpace, Segment};
 
 /// Page size of the simulated page cache; the unit of writeback.
@@ -75,37 +76,10 @@ pub struct SimDiskConfig {
     pub sync_eio_probability: f64,
     /// Device capacity; creating past it fails with `StorageFull`.
     pub capacity_bytes: Option<u64>,
-}
-
-/// Counters of operations and injected faults, so a simulation can report
-/// which fault classes actually fired.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SimDiskStats {
-    /// Segment writes that reached a file (`write_with` is one).
-    pub writes: u64,
-    /// Segment syncs that ran (successful or not).
-    pub syncs: u64,
-    /// Syncs failed with injected EIO.
-    pub eio_injected: u64,
-    /// Reads failed with injected EIO.
-    pub read_eio_injected: u64,
-    /// Bytes read from segments (`slice`, and `read_at` through it).
-    pub read_bytes: u64,
-    /// Creations refused for lack of space (or an injected failure).
-    pub enospc: u64,
-    /// Files deleted from outside the process (`remove_under`), as an
-    /// operator's mistake or a lost directory would.
-    pub files_lost: u64,
-    /// Power losses simulated.
-    pub power_losses: u64,
-    /// Dirty pages fully persisted at a power loss.
-    pub pages_persisted: u64,
-    /// Dirty pages lost at a power loss.
-    pub pages_lost: u64,
-    /// Dirty pages torn at sector granularity at a power loss.
-    pub pages_torn: u64,
-    /// Dirty pages with garbage sectors after a power loss.
-    pub pages_garbage: u64,
+    /// `run_beside` runs its job at once, inline, instead of handing it
+    /// back: the simulation then walks the same code as a disk with a
+    /// helper thread, with the helper always finished first.
+    pub helper_inline: bool,
 }
 
 struct State {
@@ -452,6 +426,15 @@ impl SimDisk {
 
 impl Disk for SimDisk {
     type Seg = SimSegment;
+
+    fn run_beside(&self, job: crate::disk::BesideJob) -> Result<(), crate::disk::BesideJob> {
+        let inline = self.lock().config.helper_inline;
+        if !inline {
+            return Err(job);
+        }
+        job();
+        Ok(())
+    }
 
     fn create_segment(&self, path: &str, len: u64) -> io::Result<SimSegment> {
         check_path(path)?;
