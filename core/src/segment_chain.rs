@@ -241,6 +241,24 @@ impl<D: Disk> SegmentChain<D> {
     /// Zeroes `[offset, end of its segment)`, removes every later segment and
     /// syncs the zeroed range, so stale bytes can never be read back as data.
     pub(crate) async fn truncate(&self, offset: u64) -> Result<()> {
+        if let Some((seg, lo)) = self.zero_after(offset)? {
+            seg.sync(lo, self.segment_bytes - lo)
+                .await
+                .map_err(|e| Error::io("sync", &self.path_of(offset), e))?;
+        }
+        Ok(())
+    }
+
+    /// [`truncate`](Self::truncate) without the sync: for derived data a
+    /// crash rebuilds anyway (the ConsumeQueues of a start with no
+    /// checkpoint).
+    pub(crate) fn truncate_unsynced(&self, offset: u64) -> Result<()> {
+        self.zero_after(offset).map(|_| ())
+    }
+
+    /// Removes every segment after the one holding `offset` and zeroes that
+    /// one from `offset`; returns it with `offset`'s place in it.
+    fn zero_after(&self, offset: u64) -> Result<Option<(Arc<D::Seg>, u64)>> {
         let start = self.segment_start(offset);
         let later: Vec<u64> = self
             .read_map()
@@ -274,12 +292,9 @@ impl<D: Disk> SegmentChain<D> {
                     rel += n;
                 }
             }
-            let lo = offset - start;
-            seg.sync(lo, self.segment_bytes - lo)
-                .await
-                .map_err(|e| Error::io("sync", &self.path_of(start), e))?;
+            return Ok(Some((seg, offset - start)));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// The runs of `[from, to)` (inside one segment) that may hold non-zero

@@ -251,6 +251,19 @@ impl<D: Disk> ConsumeQueue<D> {
         Ok(())
     }
 
+    /// Empties the queue without syncing the zeroed entries: for a start
+    /// with no checkpoint, which rebuilds every queue from the log (so a
+    /// crash before the next checkpoint rebuilds it again), and whose first
+    /// checkpoint syncs every rebuilt entry; entries past its length are
+    /// cut by the start after any crash.
+    pub(crate) fn clear_unsynced(&self) -> Result<()> {
+        self.chain.truncate_unsynced(0)?;
+        self.max.store(0, Ordering::Release);
+        self.min.store(0, Ordering::Release);
+        self.synced.store(0, Ordering::Release);
+        Ok(())
+    }
+
     /// Makes every entry below `upto` durable.
     pub(crate) async fn sync(&self, upto: QueueOffset) -> Result<()> {
         let from = self.synced.load(Ordering::Acquire);
