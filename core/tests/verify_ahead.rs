@@ -7,6 +7,7 @@
 
 mod support;
 
+use sluice_core::commit_log::Appended;
 use sluice_core::disk::{Disk, MmapDisk, Segment};
 use sluice_core::store::{GetStatus, TagsFilter};
 use sluice_core::testing::{CrashWeights, ManualClock, SimDisk, SimDiskConfig};
@@ -32,6 +33,20 @@ fn bodies<D: Disk, C: sluice_core::Clock>(store: &MessageStore<D, C>) -> Vec<Vec
 
 fn body(i: usize) -> Vec<u8> {
     format!("body-{i:05}-{}", "v".repeat(i % 700)).into_bytes()
+}
+
+/// Flips a byte of the body of the record `put` stored, durably.
+fn flip_body_byte<D: Disk>(disk: &D, seg_bytes: u64, put: Appended) {
+    let at = put.phys_offset.get();
+    let start = at - at % seg_bytes;
+    let seg = disk
+        .open_segment(&format!("commitlog/{start:020}"))
+        .expect("open")
+        .expect("exists");
+    let rel = at - start + u64::from(put.size) - 30;
+    let old = seg.slice(rel, 1).expect("read")[0];
+    seg.write_at(rel, &[old ^ 0x5A]).expect("flip");
+    block_on(seg.sync(0, seg_bytes)).expect("sync");
 }
 
 /// How a run damages the store before it opens again.
@@ -74,16 +89,7 @@ fn outcome(seed: u64, helper: bool, damage: Damage) -> Result<(u64, Vec<Vec<u8>>
     }
     drop(store);
     if let Some(victim) = damage.flip.map(|i| at[i]) {
-        let seg_bytes = cfg.commit_log_segment_bytes;
-        let start = victim.phys_offset.get() - victim.phys_offset.get() % seg_bytes;
-        let seg = disk
-            .open_segment(&format!("commitlog/{start:020}"))
-            .expect("open")
-            .expect("exists");
-        let rel = victim.phys_offset.get() - start + u64::from(victim.size) - 30;
-        let old = seg.slice(rel, 1).expect("read")[0];
-        seg.write_at(rel, &[old ^ 0x5A]).expect("flip");
-        block_on(seg.sync(0, seg_bytes)).expect("sync");
+        flip_body_byte(&disk, cfg.commit_log_segment_bytes, victim);
     }
     disk.power_loss();
     if damage.lose_checkpoint {
@@ -162,17 +168,8 @@ fn on_real_files_a_helper_thread_verifies_ahead_of_the_walk() {
     // A flipped body byte far into the log: with no checkpoint the log
     // ends there (a torn tail is all a scan with no safe point can tell).
     let victim = at[18_000];
-    let seg_bytes = cfg.commit_log_segment_bytes;
-    let start = victim.phys_offset.get() - victim.phys_offset.get() % seg_bytes;
     let disk = MmapDisk::new(dir.path()).expect("disk");
-    let seg = disk
-        .open_segment(&format!("commitlog/{start:020}"))
-        .expect("open")
-        .expect("exists");
-    let rel = victim.phys_offset.get() - start + u64::from(victim.size) - 30;
-    let old = seg.slice(rel, 1).expect("read")[0];
-    seg.write_at(rel, &[old ^ 0x5A]).expect("flip");
-    drop(seg);
+    flip_body_byte(&disk, cfg.commit_log_segment_bytes, victim);
     std::fs::remove_file(dir.path().join("checkpoint")).expect("remove checkpoint");
     let store = open().expect("open with no checkpoint");
     assert_eq!(bodies(&store), want[..18_000].to_vec());
@@ -205,16 +202,7 @@ fn on_real_files_damage_in_the_verify_window_stops_the_start() {
     block_on(store.checkpoint()).expect("checkpoint");
     drop(store); // no shutdown: the abort marker stays
     let victim = at[20_000];
-    let seg_bytes = cfg.commit_log_segment_bytes;
-    let start = victim.phys_offset.get() - victim.phys_offset.get() % seg_bytes;
-    let seg = disk
-        .open_segment(&format!("commitlog/{start:020}"))
-        .expect("open")
-        .expect("exists");
-    let rel = victim.phys_offset.get() - start + u64::from(victim.size) - 30;
-    let old = seg.slice(rel, 1).expect("read")[0];
-    seg.write_at(rel, &[old ^ 0x5A]).expect("flip");
-    drop(seg);
+    flip_body_byte(&disk, cfg.commit_log_segment_bytes, victim);
     let err = block_on(MessageStore::open(disk, SystemClock::new(), cfg))
         .err()
         .expect("the damage stops the start");
