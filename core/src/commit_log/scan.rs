@@ -40,17 +40,28 @@ pub(crate) fn step<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step {
 /// are there, only unreadable now, so dispatch retries later instead of
 /// fencing the store over them.
 pub(crate) fn step_fresh_or_io<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Result<Step> {
+    failing_on_io(|note| {
+        step_from(
+            |at| chain.read_array(at).map_err(note).ok(),
+            |at, len| chain.read(at, len).map_err(note).ok(),
+            chain.segment_bytes(),
+            pos,
+            false,
+        )
+    })
+}
+
+/// Runs `step` with a `note` for its failed reads: an I/O error noted (a
+/// read the disk failed, EIO) is the answer instead of the step, which took
+/// the missing bytes for the end of the log. The bytes are there, only
+/// unreadable now: recovery must stop rather than cut the log there, and
+/// dispatch must wait rather than fence the store.
+fn failing_on_io<T>(step: impl FnOnce(&dyn Fn(Error)) -> Step<T>) -> Result<Step<T>> {
     let failed = std::cell::RefCell::new(None);
     let note = |e| {
         failed.borrow_mut().get_or_insert(e);
     };
-    let step = step_from(
-        |at| chain.read_array(at).map_err(note).ok(),
-        |at, len| chain.read(at, len).map_err(note).ok(),
-        chain.segment_bytes(),
-        pos,
-        false,
-    );
+    let step = step(&note);
     match failed.into_inner() {
         Some(e @ Error::Io { .. }) => Err(e),
         _ => Ok(step),
@@ -71,13 +82,14 @@ pub(crate) fn step_checked<D: Disk>(chain: &SegmentChain<D>, pos: u64, check_bod
 /// decoding: a valid record is read in place by `read`, and is what it
 /// returns — for recovery's scan, which reads every record of the log
 /// when there is no checkpoint, so each is parsed once and nothing is
-/// allocated for it.
+/// allocated for it. A read the disk fails is an error, not the end of the
+/// log (see [`failing_on_io`]).
 pub(crate) fn step_viewed<D: Disk, T>(
     chain: &SegmentChain<D>,
     pos: u64,
     read: impl FnOnce(&RecordView<'_>) -> T,
-) -> Step<T> {
-    viewed(step_sealed(chain, pos), read)
+) -> Result<Step<T>> {
+    failing_on_io(|note| viewed(sealed_noting(chain, pos, note), read))
 }
 
 /// What [`step_viewed`] reads at `pos` through `read_head` and `read` (as
@@ -109,14 +121,24 @@ fn viewed<T>(sealed: Step<()>, read: impl FnOnce(&RecordView<'_>) -> T) -> Step<
 
 /// Like [`step_viewed`] at a position a walk verifying ahead has already
 /// passed (see `verify_ahead`): the unit is read in place without its
-/// checks (seal, body CRC, stored offset), which were made there.
+/// checks (seal, body CRC, stored offset), which were made there. A read
+/// the disk fails is an error, as there.
 pub(crate) fn step_trusted<D: Disk, T>(
     chain: &SegmentChain<D>,
     pos: u64,
     read: impl FnOnce(&RecordView<'_>) -> T,
+) -> Result<Step<T>> {
+    failing_on_io(|note| trusted(chain, pos, note, read))
+}
+
+fn trusted<D: Disk, T>(
+    chain: &SegmentChain<D>,
+    pos: u64,
+    note: &dyn Fn(Error),
+    read: impl FnOnce(&RecordView<'_>) -> T,
 ) -> Step<T> {
     let seg = chain.segment_bytes();
-    let Ok(head) = chain.read_array::<8>(pos) else {
+    let Some(head) = chain.read_array::<8>(pos).map_err(note).ok() else {
         return Step::End("no segment at this offset");
     };
     match peek_head(&head) {
@@ -127,7 +149,7 @@ pub(crate) fn step_trusted<D: Disk, T>(
             next: pos + u64::from(size),
         },
         Ok(RecordHead::Message { total_size }) => {
-            let Ok(raw) = chain.read(pos, total_size as usize) else {
+            let Some(raw) = chain.read(pos, total_size as usize).map_err(note).ok() else {
                 return Step::End("record unreadable");
             };
             match RecordView::parse(&raw) {
@@ -148,9 +170,14 @@ pub(crate) fn step_trusted<D: Disk, T>(
 ///
 /// [`RecordView`]: crate::message::RecordView
 pub(crate) fn step_sealed<D: Disk>(chain: &SegmentChain<D>, pos: u64) -> Step<()> {
+    sealed_noting(chain, pos, &|_| ())
+}
+
+/// [`step_sealed`], telling `note` of each read that fails.
+fn sealed_noting<D: Disk>(chain: &SegmentChain<D>, pos: u64, note: &dyn Fn(Error)) -> Step<()> {
     unit_from(
-        |at| chain.read_array(at).ok(),
-        |at, len| chain.read(at, len).ok(),
+        |at| chain.read_array(at).map_err(note).ok(),
+        |at, len| chain.read(at, len).map_err(note).ok(),
         chain.segment_bytes(),
         pos,
         |_| Some(()),

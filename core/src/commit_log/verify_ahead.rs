@@ -12,13 +12,14 @@
 //! changes no result. A helper that goes away without an answer (never
 //! run, or it panicked) leaves the walk to check the rest itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
 use super::scan::{step_trusted, step_verified_in, step_viewed, Step};
 use crate::disk::{Disk, Segment};
+use crate::error::Result;
 use crate::message::RecordView;
 use crate::segment_chain::SegmentChain;
 
@@ -106,15 +107,20 @@ impl<'a, D: Disk> AheadWalk<'a, D> {
     }
 
     /// What is at `pos`, the walk's next unit boundary, as [`step_viewed`]
-    /// finds it; the checks are skipped where the helper made them.
-    pub(crate) fn step<T>(&mut self, pos: u64, read: impl FnOnce(&RecordView<'_>) -> T) -> Step<T> {
+    /// finds it (a read the disk fails is an error); the checks are
+    /// skipped where the helper made them.
+    pub(crate) fn step<T>(
+        &mut self,
+        pos: u64,
+        read: impl FnOnce(&RecordView<'_>) -> T,
+    ) -> Result<Step<T>> {
         if pos - self.told.min(pos) >= PUBLISH_BYTES {
             self.tell(pos);
         }
         if pos >= self.known_to {
             match self.wait_for(pos) {
                 Known::ValidTo(to) => self.known_to = to,
-                Known::End(reason) => return Step::End(reason),
+                Known::End(reason) => return Ok(Step::End(reason)),
                 Known::Nothing => self.ahead = None,
             }
         }
@@ -220,6 +226,12 @@ fn verify(view: &ChainView, from: u64, limit: u64, publisher: &Publisher) {
         match step {
             Step::Record((), raw) => pos += raw.len() as u64,
             Step::Blank { next } | Step::Pad { next } => pos = next,
+            // A segment the helper could not read (EIO) is no answer: the
+            // walk reads it itself and fails there, never cuts the log.
+            Step::End(_) if view.unreadable(pos) => {
+                publisher.publish(pos, None);
+                return;
+            }
             Step::End(reason) => {
                 publisher.publish(pos, Some(reason));
                 return;
@@ -242,20 +254,32 @@ fn verify(view: &ChainView, from: u64, limit: u64, publisher: &Publisher) {
 /// one cache line cost the walk more than the checks it was spared).
 struct ChainView {
     segments: BTreeMap<u64, Bytes>,
+    /// The segments whose view could not be made (a read the disk failed).
+    unreadable: BTreeSet<u64>,
     segment_bytes: u64,
 }
 
 impl ChainView {
     fn of<S: Segment>(segments: BTreeMap<u64, Arc<S>>, segment_bytes: u64) -> Self {
         let len = usize::try_from(segment_bytes).unwrap_or(0);
-        let segments = segments
-            .into_iter()
-            .filter_map(|(start, seg)| Some((start, seg.slice(0, len).ok()?)))
-            .collect();
-        Self {
-            segments,
+        let mut view = Self {
+            segments: BTreeMap::new(),
+            unreadable: BTreeSet::new(),
             segment_bytes,
+        };
+        for (start, seg) in segments {
+            if let Ok(bytes) = seg.slice(0, len) {
+                view.segments.insert(start, bytes);
+            } else {
+                view.unreadable.insert(start);
+            }
         }
+        view
+    }
+
+    /// True when `at` lies in a segment the view could not read.
+    fn unreadable(&self, at: u64) -> bool {
+        self.unreadable.contains(&(at - at % self.segment_bytes))
     }
 
     fn bytes(&self, at: u64, len: usize) -> Option<(&Bytes, usize)> {

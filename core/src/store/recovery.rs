@@ -420,7 +420,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                     *slot = (*slot).max(next);
                 }
                 Ok(rec.store_timestamp_ms)
-            });
+            })?;
             match step {
                 Step::Record(stored_ms, raw) => {
                     last_ms = stored_ms?;
@@ -528,7 +528,7 @@ impl<D: Disk, C: Clock> MessageStore<D, C> {
                 let index = pos >= index_from;
                 self.dispatch_record(&Dispatched::from(rec), Scope::Rebuild { queues, index })
                     .map(|_| ())
-            });
+            })?;
             match step {
                 Step::Record(dispatched, raw) => {
                     dispatched?;

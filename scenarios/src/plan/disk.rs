@@ -53,6 +53,10 @@ impl Plan {
     /// long-polling consumers and a two-member consumer group read, the
     /// broker's next 1–3 reads of its CommitLog fail with EIO. A pull that
     /// hits one gets an error and is retried; nothing is lost or skipped.
+    /// In half the seeds the broker also crashes and the first 1–8 reads
+    /// of its restart fail: the start fails and is retried by the
+    /// supervisor — recovery never takes an unreadable record for the end
+    /// of the log and cuts acknowledged records.
     pub fn read_eio(seed: u64) -> Self {
         let mut workload = workload(seed);
         workload.long_poll_consumers = true;
@@ -71,6 +75,20 @@ impl Plan {
                 },
             })
             .collect();
+        if rng.random_bool(0.5) {
+            let crash_ms = rng.random_range(20..=window_ms);
+            push_crash(&mut faults, crash_ms, rng.random_bool(0.5));
+            let restart_ms = crash_ms + rng.random_range(20..=500);
+            // Armed while the broker is down, in the order listed: its
+            // restart makes the first reads.
+            faults.push(TimedFault {
+                at_ms: restart_ms,
+                fault: Fault::FailBrokerReads {
+                    count: rng.random_range(1..=8),
+                },
+            });
+            push_restart(&mut faults, restart_ms);
+        }
         faults.sort_by_key(|f| f.at_ms);
         Self::new(seed, workload, faults, None)
     }
