@@ -128,20 +128,11 @@ pub(crate) fn step_trusted<D: Disk, T>(
     pos: u64,
     read: impl FnOnce(&RecordView<'_>) -> T,
 ) -> Result<Step<T>> {
-    failing_on_io(|note| trusted(chain, pos, note, read))
-}
-
-fn trusted<D: Disk, T>(
-    chain: &SegmentChain<D>,
-    pos: u64,
-    note: &dyn Fn(Error),
-    read: impl FnOnce(&RecordView<'_>) -> T,
-) -> Step<T> {
     let seg = chain.segment_bytes();
-    let Some(head) = chain.read_array::<8>(pos).map_err(note).ok() else {
-        return Step::End("no segment at this offset");
+    let Some(head) = unless_io(chain.read_array::<8>(pos))? else {
+        return Ok(Step::End("no segment at this offset"));
     };
-    match peek_head(&head) {
+    Ok(match peek_head(&head) {
         Ok(RecordHead::Blank { .. }) => Step::Blank {
             next: chain.segment_start(pos) + seg,
         },
@@ -149,8 +140,8 @@ fn trusted<D: Disk, T>(
             next: pos + u64::from(size),
         },
         Ok(RecordHead::Message { total_size }) => {
-            let Some(raw) = chain.read(pos, total_size as usize).map_err(note).ok() else {
-                return Step::End("record unreadable");
+            let Some(raw) = unless_io(chain.read(pos, total_size as usize))? else {
+                return Ok(Step::End("record unreadable"));
             };
             match RecordView::parse(&raw) {
                 Ok(view) => {
@@ -161,6 +152,17 @@ fn trusted<D: Disk, T>(
             }
         }
         Err(_) => Step::End("unknown magic code"),
+    })
+}
+
+/// A read's bytes; `None` when they are not there (past the log's
+/// segments), an error when the disk failed the read (see
+/// [`failing_on_io`]).
+fn unless_io<T>(read: Result<T>) -> Result<Option<T>> {
+    match read {
+        Ok(got) => Ok(Some(got)),
+        Err(e @ Error::Io { .. }) => Err(e),
+        Err(_) => Ok(None),
     }
 }
 
@@ -362,6 +364,36 @@ fn position_of_byte(bytes: &[u8], byte: u8) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::Prepare;
+    use crate::testing::SimDisk;
+
+    /// A read the disk fails is an error from every read recovery makes,
+    /// with or without the checks, never a step saying the log ends.
+    #[test]
+    fn recovery_steps_fail_on_a_read_error_and_end_only_past_the_log() {
+        let disk = SimDisk::new(5);
+        let chain = SegmentChain::open(disk.clone(), "log", 1 << 16, Prepare::Cold).expect("open");
+        chain.write(0, &[0x11; 64]).expect("write");
+        for trusted in [false, true] {
+            let step = |pos| {
+                if trusted {
+                    step_trusted(&chain, pos, |_| ())
+                } else {
+                    step_viewed(&chain, pos, |_| ())
+                }
+            };
+            assert!(matches!(step(0), Ok(Step::End(_))), "garbage ends the log");
+            assert!(
+                matches!(step(1 << 16), Ok(Step::End(_))),
+                "past the last segment the log ends"
+            );
+            disk.fail_next_read();
+            assert!(
+                matches!(step(0), Err(Error::Io { .. })),
+                "trusted {trusted}: a failed read is an error"
+            );
+        }
+    }
 
     #[test]
     fn position_of_byte_skips_zeroed_blocks_and_finds_the_first_match() {
