@@ -7,28 +7,12 @@
 
 mod support;
 
-use sluice_core::store::{GetStatus, TagsFilter};
 use sluice_core::testing::{ManualClock, SimDisk, SimDiskConfig};
-use sluice_core::{Error, MessageStore, QueueOffset, StoreConfig};
-use support::{block_on, decode, msg};
+use sluice_core::{Error, MessageStore, StoreConfig};
+use support::{block_on, msg, queue_bodies};
 
 const T0_MS: u64 = 1_700_000_000_000;
 const RECORDS: usize = 400;
-
-fn bodies(store: &MessageStore<SimDisk, ManualClock>) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut next = QueueOffset::new(0);
-    loop {
-        let r = store
-            .get("T", 0, next, 64, 1 << 20, &TagsFilter::default())
-            .expect("get");
-        if r.status != GetStatus::Found {
-            return out;
-        }
-        out.extend(r.messages.iter().map(|raw| decode(raw).body.to_vec()));
-        next = r.next_begin_offset;
-    }
-}
 
 fn body(i: usize) -> Vec<u8> {
     format!("body-{i:05}-{}", "e".repeat(i % 500)).into_bytes()
@@ -111,7 +95,7 @@ fn an_unreadable_segment_stops_the_start_and_loses_nothing() {
                     ))
                     .unwrap_or_else(|e| panic!("{case}: {e}"));
                     let want: Vec<_> = (0..RECORDS).map(body).collect();
-                    assert!(bodies(&store) == want, "{case}: records lost");
+                    assert!(queue_bodies(&store, "T", 0) == want, "{case}: records lost");
                 }
             }
         }
@@ -146,7 +130,7 @@ fn a_transient_read_error_at_start_never_costs_a_record() {
                     Err(e) => panic!("{case}: an I/O error, not {e}"),
                 };
                 let want: Vec<_> = (0..RECORDS).map(body).collect();
-                assert!(bodies(&store) == want, "{case}: records lost");
+                assert!(queue_bodies(&store, "T", 0) == want, "{case}: records lost");
             }
         }
     }

@@ -5,24 +5,8 @@
 mod support;
 
 use sluice_core::disk::MmapDisk;
-use sluice_core::store::{GetStatus, TagsFilter};
-use sluice_core::{FlushMode, MessageStore, QueueOffset, StoreConfig, SystemClock};
-use support::{block_on, decode, msg};
-
-fn bodies(store: &MessageStore<MmapDisk, SystemClock>) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut next = QueueOffset::new(0);
-    loop {
-        let r = store
-            .get("T", 0, next, 32, 1 << 20, &TagsFilter::default())
-            .expect("get");
-        if r.status != GetStatus::Found {
-            return out;
-        }
-        out.extend(r.messages.iter().map(|raw| decode(raw).body.to_vec()));
-        next = r.next_begin_offset;
-    }
-}
+use sluice_core::{FlushMode, MessageStore, StoreConfig, SystemClock};
+use support::{block_on, msg, queue_bodies};
 
 #[test]
 fn mmap_store_survives_clean_restart_and_process_crash() {
@@ -47,14 +31,14 @@ fn mmap_store_survives_clean_restart_and_process_crash() {
     drop(store);
 
     let store = open();
-    assert_eq!(bodies(&store), want[..1_000].to_vec());
+    assert_eq!(queue_bodies(&store, "T", 0), want[..1_000].to_vec());
     for b in &want[1_000..] {
         block_on(store.put(msg("T", 0, b, Some("k"), None), true)).expect("put");
     }
     drop(store); // no shutdown: a process crash
 
     let store = open();
-    assert_eq!(bodies(&store), want);
+    assert_eq!(queue_bodies(&store, "T", 0), want);
     assert_eq!(
         store
             .query_by_key("T", "k", 10, 0, i64::MAX)

@@ -9,27 +9,11 @@ mod support;
 
 use sluice_core::commit_log::Appended;
 use sluice_core::disk::{Disk, MmapDisk, Segment};
-use sluice_core::store::{GetStatus, TagsFilter};
 use sluice_core::testing::{CrashWeights, ManualClock, SimDisk, SimDiskConfig};
 use sluice_core::{FlushMode, MessageStore, QueueOffset, StoreConfig, SystemClock};
-use support::{block_on, decode, msg};
+use support::{block_on, msg, queue_bodies};
 
 const T0_MS: u64 = 1_700_000_000_000;
-
-fn bodies<D: Disk, C: sluice_core::Clock>(store: &MessageStore<D, C>) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut next = QueueOffset::new(0);
-    loop {
-        let r = store
-            .get("T", 0, next, 64, 1 << 20, &TagsFilter::default())
-            .expect("get");
-        if r.status != GetStatus::Found {
-            return out;
-        }
-        out.extend(r.messages.iter().map(|raw| decode(raw).body.to_vec()));
-        next = r.next_begin_offset;
-    }
-}
 
 fn body(i: usize) -> Vec<u8> {
     format!("body-{i:05}-{}", "v".repeat(i % 700)).into_bytes()
@@ -100,7 +84,10 @@ fn outcome(seed: u64, helper: bool, damage: Damage) -> Result<(u64, Vec<Vec<u8>>
         ..cfg
     };
     match block_on(MessageStore::open(disk, clock, cfg)) {
-        Ok(store) => Ok((store.commit_log().written().get(), bodies(&store))),
+        Ok(store) => Ok((
+            store.commit_log().written().get(),
+            queue_bodies(&store, "T", 0),
+        )),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -161,7 +148,7 @@ fn on_real_files_a_helper_thread_verifies_ahead_of_the_walk() {
 
     std::fs::remove_file(dir.path().join("checkpoint")).expect("remove checkpoint");
     let store = open().expect("open with no checkpoint");
-    assert_eq!(bodies(&store), want);
+    assert_eq!(queue_bodies(&store, "T", 0), want);
     block_on(store.shutdown()).expect("shutdown");
     drop(store);
 
@@ -172,7 +159,7 @@ fn on_real_files_a_helper_thread_verifies_ahead_of_the_walk() {
     flip_body_byte(&disk, cfg.commit_log_segment_bytes, victim);
     std::fs::remove_file(dir.path().join("checkpoint")).expect("remove checkpoint");
     let store = open().expect("open with no checkpoint");
-    assert_eq!(bodies(&store), want[..18_000].to_vec());
+    assert_eq!(queue_bodies(&store, "T", 0), want[..18_000].to_vec());
     let next = block_on(store.put(msg("T", 0, b"after", None, None), false)).expect("put");
     assert_eq!(next.queue_offset, QueueOffset::new(18_000));
     assert!(next.phys_offset.get() >= victim.phys_offset.get());
@@ -238,5 +225,5 @@ fn an_inline_helper_runs_to_the_end_without_waiting_for_the_walk() {
     disk.remove("checkpoint").expect("remove checkpoint");
     let store = block_on(MessageStore::open(disk, clock, cfg)).expect("open");
     let want: Vec<_> = (0..10_000).map(big).collect();
-    assert_eq!(bodies(&store), want);
+    assert_eq!(queue_bodies(&store, "T", 0), want);
 }

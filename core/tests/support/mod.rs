@@ -81,3 +81,19 @@ where
         next = r.next_begin_offset;
     }
 }
+
+/// The bodies of [`queue_records`], in queue order.
+pub fn queue_bodies<D, C>(
+    store: &sluice_core::MessageStore<D, C>,
+    topic: &str,
+    queue_id: i32,
+) -> Vec<Vec<u8>>
+where
+    D: sluice_core::disk::Disk,
+    C: sluice_core::Clock,
+{
+    queue_records(store, topic, queue_id)
+        .into_iter()
+        .map(|r| r.body.to_vec())
+        .collect()
+}
