@@ -8,7 +8,10 @@
 # then, when the store had opened and how long the dedupe window took (from
 # the node's log). Every record is inside the 10-minute window if the whole
 # run takes less than that.
-#   OLD=dir NEW=dir [FILL=14] [ROUNDS=3] [FIRST=2] bash docs/restart-bench.sh
+# Then (LOADED rounds, default ROUNDS; 0 skips it) the start after a kill -9
+# under sustained load: a fresh store, sends running (64 x 4 batches), the
+# broker killed 12.5 s after it listened, then the timed start.
+#   OLD=dir NEW=dir [FILL=14] [ROUNDS=3] [FIRST=2] [LOADED=3] bash docs/restart-bench.sh
 # (dir: a directory holding sluice-node and sluice, release builds)
 set -u
 OLD=${OLD:?build dir}; NEW=${NEW:?build dir}
@@ -72,4 +75,15 @@ for r in $(seq 1 ${ROUNDS:-3}); do
     start $dir "$b first after kill9" term
   done
 done
-
+for r in $(seq 1 ${LOADED:-${ROUNDS:-3}}); do
+  for b in new old; do
+    dir=$NEW; [ $b = old ] && dir=$OLD
+    rm -rf $D; launch $dir
+    $dir/sluice --namesrv $NS bench produce --topic Rec --size 1024 --batch 64 --window 4 \
+      --duration 30 --json > /tmp/restart-bench-loaded.json 2>/dev/null &
+    B=$!
+    sleep 12.5; kill -9 $P; wait $P 2>/dev/null
+    kill $B 2>/dev/null; wait $B 2>/dev/null
+    start $dir "$b kill9 under load" term
+  done
+done
