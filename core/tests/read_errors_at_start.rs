@@ -102,9 +102,9 @@ fn an_unreadable_segment_stops_the_start_and_loses_nothing() {
     }
 }
 
-/// One transient EIO, wherever it falls among a start's first reads of
-/// the log, never costs a record: the start either fails (and the next
-/// one finds everything) or succeeds with everything.
+/// A transient run of 1–11 failed reads from a start's first read of the
+/// log on never costs a record: the start either fails (and the next one
+/// finds everything) or succeeds with everything.
 #[test]
 fn a_transient_read_error_at_start_never_costs_a_record() {
     for helper in [false, true] {
